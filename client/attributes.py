@@ -1,0 +1,110 @@
+"""The values the namespace hands out: file attributes, directory entries, statistics."""
+
+from __future__ import annotations
+
+import enum
+import stat
+from dataclasses import dataclass
+
+from plasmafs.client.proto import namenode_pb2 as pb
+
+
+class FileKind(enum.IntEnum):
+    """What an inode is; the values are the wire's FileKind."""
+
+    FILE = pb.KIND_FILE
+    DIRECTORY = pb.KIND_DIRECTORY
+    SYMLINK = pb.KIND_SYMLINK
+
+    @property
+    def type_bits(self) -> int:
+        """The S_IFMT bits of this kind, for st_mode-style display."""
+        return {
+            FileKind.FILE: stat.S_IFREG,
+            FileKind.DIRECTORY: stat.S_IFDIR,
+            FileKind.SYMLINK: stat.S_IFLNK,
+        }[self]
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    """An inode's attributes as committed (or as seen inside a transaction)."""
+
+    ino: int
+    kind: FileKind
+    mode: int
+    uid: int
+    gid: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    nlink: int
+    replication: int
+    blocksize: int
+    version: int
+
+    @property
+    def is_dir(self) -> bool:
+        """True for a directory."""
+        return self.kind is FileKind.DIRECTORY
+
+    @property
+    def st_mode(self) -> int:
+        """Type and permission bits in one number, as os.stat() reports them."""
+        return self.kind.type_bits | self.mode
+
+    @classmethod
+    def from_wire(cls, a: pb.Attr) -> Attr:
+        """Build from the wire message."""
+        return cls(
+            a.ino,
+            FileKind(a.kind),
+            a.mode,
+            a.uid,
+            a.gid,
+            a.size,
+            a.mtime_ns,
+            a.ctime_ns,
+            a.nlink,
+            a.replication,
+            a.blocksize,
+            a.version,
+        )
+
+    def to_wire(self, out: pb.Attr) -> None:
+        """Fill the wire message `out`."""
+        out.ino = self.ino
+        out.kind = int(self.kind)  # type: ignore[assignment]
+        out.mode = self.mode
+        out.uid = self.uid
+        out.gid = self.gid
+        out.size = self.size
+        out.mtime_ns = self.mtime_ns
+        out.ctime_ns = self.ctime_ns
+        out.nlink = self.nlink
+        out.replication = self.replication
+        out.blocksize = self.blocksize
+        out.version = self.version
+
+
+@dataclass(frozen=True, slots=True)
+class DirEntry:
+    """One directory entry; `attr` is set when listed with attributes."""
+
+    name: str
+    ino: int
+    kind: FileKind
+    attr: Attr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FsStat:
+    """Namespace counts and cluster space."""
+
+    files: int
+    directories: int
+    symlinks: int
+    capacity_bytes: int
+    used_bytes: int
+    live_datanodes: int
+    blocksize: int

@@ -1,0 +1,250 @@
+"""The asyncio client: a connection to the namenode, transactions, and one-shot helpers.
+
+One `Client` holds one multiplexed connection; any number of transactions and
+requests may be in flight on it at once. If the connection is lost, the transactions
+open on it fail with ConnectionLostError and the next transaction reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import TypeVar
+
+from plasmafs.client import config
+from plasmafs.client.attributes import Attr, DirEntry, FsStat
+from plasmafs.client.connection import Connection
+from plasmafs.client.errors import (
+    ConflictError,
+    ConnectionLostError,
+    NotFoundError,
+)
+from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
+
+T = TypeVar("T")
+
+
+class Client:
+    """A plasmafs client bound to one namenode address."""
+
+    def __init__(self, address: str, *, connect_timeout: float = 10.0) -> None:
+        self.address = address
+        self.connect_timeout = connect_timeout
+        self._conn: Connection | None = None
+        self._connecting = asyncio.Lock()
+
+    async def __aenter__(self) -> Client:
+        await self.connection()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def connection(self) -> Connection:
+        """The live connection, reconnecting if the previous one was lost."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn
+        async with self._connecting:
+            if self._conn is None or self._conn.closed:
+                if self._conn is not None:
+                    await self._conn.close()
+                self._conn = await Connection.open(self.address, self.connect_timeout)
+            return self._conn
+
+    async def close(self) -> None:
+        """Close the connection; open transactions are aborted by the namenode."""
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def ping(self) -> str:
+        """The namenode's version string."""
+        return (await (await self.connection()).ping()).version
+
+    async def begin(self, *, lock_wait: float = 0.0) -> Transaction:
+        """A new transaction; end it with commit() or abort()."""
+        return Transaction(await self.connection(), lock_wait=lock_wait)
+
+    def transaction(self, *, lock_wait: float = 0.0) -> _TransactionScope:
+        """`async with client.transaction() as t:` commits on success, aborts on error.
+
+        `lock_wait` is how long an operation waits for a lock held by another
+        transaction before the transaction fails with ConflictError.
+        """
+        return _TransactionScope(self, lock_wait)
+
+    async def run(
+        self,
+        body: Callable[[Transaction], Awaitable[T]],
+        *,
+        attempts: int = 5,
+        lock_wait: float = 0.0,
+    ) -> T:
+        """Run `body` in a transaction and commit, retrying on ConflictError."""
+        for attempt in range(1, attempts + 1):
+            try:
+                async with self.transaction(lock_wait=lock_wait) as t:
+                    return await body(t)
+            except ConflictError:
+                if attempt == attempts:
+                    raise
+                await asyncio.sleep(0.005 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _reads(self) -> CommittedReads:
+        return CommittedReads(await self.connection())
+
+    async def _one_shot(self, op: Callable[[Transaction], Awaitable[T]]) -> T:
+        # begin, the operation and commit leave in one frame: one round trip. If the
+        # operation fails, the commit that follows it commits nothing.
+        t = Transaction(await self.connection())
+        result = op(t)
+        committed = t.commit()
+        try:
+            value = await result
+        except BaseException:
+            await asyncio.gather(committed, return_exceptions=True)
+            raise
+        await committed
+        return value
+
+    # --- reads of committed state -------------------------------------------------------
+
+    async def lookup(self, path: str, *, follow: bool = False) -> Attr:
+        """Attributes at `path` (a symlink itself unless follow=True)."""
+        return await (await self._reads()).lookup(path, follow=follow)
+
+    async def stat(self, path: str) -> Attr:
+        """Attributes at `path`, following symbolic links."""
+        return await (await self._reads()).stat(path)
+
+    async def getattr(self, ino: int) -> Attr:
+        """Attributes of inode `ino`."""
+        return await (await self._reads()).getattr(ino)
+
+    async def exists(self, path: str) -> bool:
+        """True if something exists at `path` (following symlinks)."""
+        try:
+            await self.stat(path)
+        except NotFoundError:
+            return False
+        return True
+
+    async def readlink(self, path: str) -> str:
+        """The target of the symbolic link at `path`."""
+        return await (await self._reads()).readlink(path)
+
+    async def readdir(
+        self, path: str, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
+    ) -> tuple[list[DirEntry], bool]:
+        """One page of a directory listing."""
+        return await (await self._reads()).readdir(path, after=after, limit=limit, plus=plus)
+
+    async def scandir(
+        self, path: str, *, plus: bool = False, page: int = DEFAULT_PAGE
+    ) -> AsyncIterator[DirEntry]:
+        """Every entry of a directory in name order; memory stays at one page."""
+        async for entry in (await self._reads()).scandir(path, plus=plus, page=page):
+            yield entry
+
+    async def listdir(self, path: str) -> list[str]:
+        """All names in a directory (for small directories; prefer scandir)."""
+        return [e.name async for e in self.scandir(path)]
+
+    async def fsstat(self) -> FsStat:
+        """Namespace counts and cluster space."""
+        return await (await self._reads()).fsstat()
+
+    # --- one-shot changes, each its own transaction -------------------------------------
+
+    async def mkdir(self, path: str, mode: int = 0o755, *, parents: bool = False) -> Attr:
+        """Create a directory (with parents=True: and its parents, existing ones are fine)."""
+        if parents:
+            return await self.run(lambda t: t.makedirs(path, mode))
+        return await self._one_shot(lambda t: t.mkdir(path, mode))
+
+    async def create(
+        self, path: str, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
+    ) -> Attr:
+        """Create an empty file."""
+        return await self._one_shot(
+            lambda t: t.create(path, mode, replication=replication, blocksize=blocksize)
+        )
+
+    async def touch(self, path: str, mtime_ns: int | None = None) -> Attr:
+        """Create an empty file, or set the modification time of an existing one."""
+        stamp = time.time_ns() if mtime_ns is None else mtime_ns
+        try:
+            return await self._one_shot(lambda t: t.setattr(path, mtime_ns=stamp))
+        except NotFoundError:
+            pass
+        return await self.create(path)
+
+    async def symlink(self, path: str, target: str) -> Attr:
+        """Create a symbolic link."""
+        return await self._one_shot(lambda t: t.symlink(path, target))
+
+    async def unlink(self, path: str) -> None:
+        """Remove a file or symbolic link."""
+        await self._one_shot(lambda t: t.unlink(path))
+
+    async def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+        await self._one_shot(lambda t: t.rmdir(path))
+
+    async def rename(self, src: str, dst: str, *, replace: bool = True) -> None:
+        """Move `src` to `dst` atomically."""
+        await self._one_shot(lambda t: t.rename(src, dst, replace=replace))
+
+    async def setattr(self, target: str | int, **changes: int | None) -> Attr:
+        """Change attributes (mode, uid, gid, mtime_ns, size, replication)."""
+        return await self._one_shot(lambda t: t.setattr(target, **changes))
+
+    async def chmod(self, path: str, mode: int) -> Attr:
+        """Change permission bits."""
+        return await self.setattr(path, mode=mode)
+
+    async def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> Attr:
+        """Change owner and/or group."""
+        return await self.setattr(path, uid=uid, gid=gid)
+
+
+class _TransactionScope:
+    """The async context manager `Client.transaction()` returns."""
+
+    def __init__(self, client: Client, lock_wait: float) -> None:
+        self._client = client
+        self._lock_wait = lock_wait
+        self._txn: Transaction | None = None
+
+    async def __aenter__(self) -> Transaction:
+        self._txn = await self._client.begin(lock_wait=self._lock_wait)
+        return self._txn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._txn is not None
+        await self._txn.__aexit__(exc_type, exc, tb)
+
+
+async def connect(address: str | None = None, *, connect_timeout: float = 10.0) -> Client:
+    """Connect to the namenode at `address` (default: PFS_CLIENT_NAMENODE or the local
+    cluster's config under PFS_HOME)."""
+    client = Client(config.namenode_address(address), connect_timeout=connect_timeout)
+    await client.connection()
+    return client
+
+
+__all__ = ["Client", "ConnectionLostError", "connect"]

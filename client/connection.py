@@ -1,0 +1,146 @@
+"""One connection to the namenode: a long-lived bidirectional stream of framed requests.
+
+Callers add requests to the frame being built (`new_request`) and await their
+futures; a writer task sends the frame as soon as it can, so every request made while
+the previous frame was being written travels in one message. Responses are matched
+to requests by id. If the stream breaks, every waiting request fails with
+ConnectionLostError (the namenode aborts the connection's open transactions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+
+from plasmafs.client.errors import ConnectionLostError, PlasmaError, error_from_rpc
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.enable_retries", 0),
+]
+
+
+class Connection:
+    """A multiplexed request stream to one namenode."""
+
+    def __init__(self, address: str, channel: grpc.aio.Channel) -> None:
+        self.address = address
+        self._channel = channel
+        self._stub = pb_grpc.NamenodeStub(channel)
+        self._call = self._stub.Session()
+        self._frame = pb.ClientFrame()
+        self._waiting: dict[int, asyncio.Future[pb.Response]] = {}
+        self._next_request = 1
+        self._next_txn = 1
+        self._wake = asyncio.Event()
+        self._closed: PlasmaError | None = None
+        self._writer = asyncio.create_task(self._write_loop(), name="pfs-conn-writer")
+        self._reader = asyncio.create_task(self._read_loop(), name="pfs-conn-reader")
+
+    @classmethod
+    async def open(cls, address: str, timeout: float) -> Connection:
+        """Connect to the namenode at host:port, waiting up to `timeout` seconds."""
+        channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        try:
+            await asyncio.wait_for(channel.channel_ready(), timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            await channel.close()
+            raise ConnectionLostError(
+                f"cannot reach the namenode at {address} within {timeout:g}s"
+            ) from None
+        return cls(address, channel)
+
+    @property
+    def closed(self) -> bool:
+        """True once the stream has ended."""
+        return self._closed is not None
+
+    def next_txn_id(self) -> int:
+        """A transaction id unused on this connection."""
+        txn = self._next_txn
+        self._next_txn += 1
+        return txn
+
+    def new_request(self) -> tuple[pb.Request, asyncio.Future[pb.Response]]:
+        """Add a request to the next frame; fill it in before awaiting anything."""
+        if self._closed is not None:
+            raise ConnectionLostError(str(self._closed))
+        request = self._frame.requests.add()
+        request.id = rid = self._next_request
+        self._next_request += 1
+        future: asyncio.Future[pb.Response] = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = future
+        self._wake.set()
+        return request, future
+
+    async def ping(self, timeout: float = 5.0) -> pb.PingReply:
+        """The namenode's version (a unary call)."""
+        try:
+            reply: pb.PingReply = await self._stub.Ping(pb.PingRequest(), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from exc
+        return reply
+
+    async def close(self) -> None:
+        """End the stream (the namenode aborts open transactions) and the channel."""
+        if self._closed is None:
+            self._fail_all(ConnectionLostError("the connection was closed"))
+        with contextlib.suppress(Exception):
+            await self._call.done_writing()
+        self._writer.cancel()
+        self._reader.cancel()
+        await asyncio.gather(self._writer, self._reader, return_exceptions=True)
+        await self._channel.close()
+
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                if len(self._frame.requests) == 0:
+                    continue
+                frame, self._frame = self._frame, pb.ClientFrame()
+                await self._call.write(frame)
+        except asyncio.CancelledError:
+            raise
+        except grpc.RpcError as exc:
+            self._fail_all(error_from_rpc(exc))
+        except Exception as exc:
+            self._fail_all(ConnectionLostError(f"stream to {self.address} failed: {exc}"))
+
+    async def _read_loop(self) -> None:
+        reason: PlasmaError = ConnectionLostError(
+            f"the namenode at {self.address} closed the stream"
+        )
+        try:
+            async for frame in self._call:
+                waiting = self._waiting
+                for response in frame.responses:
+                    future = waiting.pop(response.id, None)
+                    if future is not None and not future.done():
+                        future.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except grpc.RpcError as exc:
+            reason = error_from_rpc(exc)
+            if not isinstance(reason, ConnectionLostError):
+                reason = ConnectionLostError(f"stream to {self.address} failed: {reason}")
+        except Exception as exc:
+            reason = ConnectionLostError(f"stream to {self.address} failed: {exc}")
+        self._fail_all(reason)
+
+    def _fail_all(self, reason: PlasmaError) -> None:
+        if self._closed is None:
+            self._closed = reason
+        waiting, self._waiting = self._waiting, {}
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(ConnectionLostError(str(reason)))

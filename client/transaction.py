@@ -1,0 +1,335 @@
+"""A client transaction: operations that see committed state plus their own changes,
+made durable together by commit.
+
+Every operation puts its request into the connection's next frame at the moment it
+is called and returns an awaitable of the result, so requests issued together travel
+together: begin rides with the first operation, and a one-shot helper sends begin,
+operation and commit in one frame. An operation that fails leaves the transaction as
+it was, except ConflictError, which aborts it: retry the whole transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable
+from types import TracebackType
+
+from plasmafs.client import paths
+from plasmafs.client.attributes import Attr, DirEntry, FileKind, FsStat
+from plasmafs.client.connection import Connection
+from plasmafs.client.errors import (
+    ConnectionLostError,
+    InvalidArgumentError,
+    NotDirectoryError,
+    NotFoundError,
+    TransactionError,
+    error_from_wire,
+)
+from plasmafs.client.proto import namenode_pb2 as pb
+
+DEFAULT_PAGE = 1024
+Pending = asyncio.Future[pb.Response]
+
+
+def _u32(**values: int | None) -> None:
+    for name, value in values.items():
+        if value is not None and not 0 <= value <= 0xFFFFFFFF:
+            raise InvalidArgumentError(f"{name} {value} is out of range")
+
+
+class Reads:
+    """The read operations, shared by transactions and by reads of committed state."""
+
+    def _new(self) -> tuple[pb.Request, Pending]:
+        raise NotImplementedError
+
+    async def _result(self, future: Pending) -> pb.Response:
+        response = await future
+        if response.HasField("error"):
+            raise error_from_wire(response.error.code, response.error.message)
+        return response
+
+    async def _attr(self, future: Pending) -> Attr:
+        return Attr.from_wire((await self._result(future)).attr)
+
+    async def _nothing(self, future: Pending) -> None:
+        await self._result(future)
+
+    def lookup(self, path: str, *, follow: bool = False) -> Awaitable[Attr]:
+        """Attributes of the inode at `path` (a symlink itself unless follow=True)."""
+        raw = paths.encode(path)
+        request, future = self._new()
+        request.lookup.path = raw
+        request.lookup.follow = follow
+        return self._attr(future)
+
+    def stat(self, path: str) -> Awaitable[Attr]:
+        """Attributes of the inode at `path`, following symbolic links."""
+        return self.lookup(path, follow=True)
+
+    def getattr(self, ino: int) -> Awaitable[Attr]:
+        """Attributes of inode number `ino`."""
+        request, future = self._new()
+        request.getattr.ino = ino
+        return self._attr(future)
+
+    async def readlink(self, path: str) -> str:
+        """The target of the symbolic link at `path`."""
+        raw = paths.encode(path)
+        request, future = self._new()
+        request.readlink.path = raw
+        return (await self._result(future)).target.decode()
+
+    async def readdir(
+        self, path: str, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
+    ) -> tuple[list[DirEntry], bool]:
+        """One page of entries sorting after `after`, and whether more may follow."""
+        raw = paths.encode(path)
+        request, future = self._new()
+        q = request.readdir
+        q.path, q.after, q.limit, q.plus = raw, after.encode("utf-8"), max(0, limit), plus
+        page = (await self._result(future)).dir_page
+        entries = [
+            DirEntry(
+                e.name.decode("utf-8"),
+                e.ino,
+                FileKind(e.kind),
+                Attr.from_wire(e.attr) if plus else None,
+            )
+            for e in page.entries
+        ]
+        return entries, page.more
+
+    async def scandir(
+        self, path: str, *, plus: bool = False, page: int = DEFAULT_PAGE
+    ) -> AsyncIterator[DirEntry]:
+        """Every entry of a directory, in name order, fetched a page at a time."""
+        after = ""
+        while True:
+            entries, more = await self.readdir(path, after=after, limit=page, plus=plus)
+            for entry in entries:
+                yield entry
+            if not more or not entries:
+                return
+            after = entries[-1].name
+
+    async def fsstat(self) -> FsStat:
+        """Namespace counts and cluster space."""
+        request, future = self._new()
+        request.fsstat.SetInParent()
+        f = (await self._result(future)).fsstat
+        return FsStat(
+            f.files,
+            f.directories,
+            f.symlinks,
+            f.capacity_bytes,
+            f.used_bytes,
+            f.live_datanodes,
+            f.blocksize,
+        )
+
+
+class CommittedReads(Reads):
+    """Reads of committed state outside any transaction (transaction id 0)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def _new(self) -> tuple[pb.Request, Pending]:
+        return self._conn.new_request()
+
+
+class Transaction(Reads):
+    """A namenode transaction on one connection (use `async with`)."""
+
+    def __init__(self, conn: Connection, *, lock_wait: float = 0.0) -> None:
+        if lock_wait < 0:
+            raise InvalidArgumentError("lock_wait must be >= 0")
+        self._conn = conn
+        self.txn_id = conn.next_txn_id()
+        self._lock_wait_ms = min(int(lock_wait * 1000), 2**32 - 1)
+        self._begin: Pending | None = None
+        self._finished = False
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+
+    async def __aenter__(self) -> Transaction:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._finished:
+            return
+        if exc_type is None:
+            await self.commit()
+        else:
+            await self.abort()
+
+    def _new(self) -> tuple[pb.Request, Pending]:
+        if self._finished:
+            raise TransactionError(f"transaction {self.txn_id} has already ended")
+        if self._begin is None:
+            begin, self._begin = self._conn.new_request()
+            begin.txn = self.txn_id
+            begin.begin.lock_wait_ms = self._lock_wait_ms
+        request, future = self._conn.new_request()
+        request.txn = self.txn_id
+        return request, future
+
+    async def _result(self, future: Pending) -> pb.Response:
+        response = await future
+        if response.HasField("error"):
+            begin = self._begin
+            if begin is not None and begin.done() and begin.exception() is None:
+                began = begin.result()
+                if began.HasField("error"):  # the real cause of the failure
+                    raise error_from_wire(began.error.code, began.error.message)
+            raise error_from_wire(response.error.code, response.error.message)
+        return response
+
+    # --- ending ------------------------------------------------------------------------------
+
+    def commit(self) -> Awaitable[None]:
+        """Make every change of this transaction durable and visible, atomically."""
+        if self._begin is None and not self._finished:
+            self._finished = True
+            return _nothing_to_do()
+        request, future = self._new()
+        request.commit.SetInParent()
+        self._finished = True
+        return self._nothing(future)
+
+    async def abort(self) -> None:
+        """Drop every change of this transaction (a lost connection already did)."""
+        if self._finished:
+            return
+        if self._begin is None or self._conn.closed:
+            self._finished = True
+            return
+        request, future = self._new()
+        request.abort.SetInParent()
+        self._finished = True
+        with contextlib.suppress(ConnectionLostError, TransactionError):
+            await self._result(future)
+
+    # --- changes -----------------------------------------------------------------------------
+
+    def mkdir(self, path: str, mode: int = 0o755) -> Awaitable[Attr]:
+        """Create a directory."""
+        raw = paths.encode(path)
+        _u32(mode=mode)
+        request, future = self._new()
+        q = request.mkdir
+        q.path, q.mode, q.uid, q.gid = raw, mode, self.uid, self.gid
+        return self._attr(future)
+
+    async def makedirs(self, path: str, mode: int = 0o755) -> Attr:
+        """Create a directory and its missing parents; an existing directory is fine."""
+        canonical = paths.normalize(path)
+        parts = canonical.strip("/").split("/") if canonical != "/" else []
+        attr = await self.stat("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/" + "/".join(parts[:i])
+            try:
+                attr = await self.stat(prefix)
+            except NotFoundError:
+                attr = await self.mkdir(prefix, mode)
+                continue
+            if attr.kind is not FileKind.DIRECTORY:
+                raise NotDirectoryError(f"{prefix} exists and is not a directory")
+        return attr
+
+    def create(
+        self, path: str, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
+    ) -> Awaitable[Attr]:
+        """Create an empty file (ExistsError if the name is taken); 0 means the default."""
+        raw = paths.encode(path)
+        _u32(mode=mode, replication=replication, blocksize=blocksize)
+        request, future = self._new()
+        q = request.create
+        q.path, q.mode, q.uid, q.gid = raw, mode, self.uid, self.gid
+        q.replication, q.blocksize = replication, blocksize
+        return self._attr(future)
+
+    def symlink(self, path: str, target: str) -> Awaitable[Attr]:
+        """Create a symbolic link at `path` pointing to `target`."""
+        raw = paths.encode(path)
+        try:
+            raw_target = target.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError("symlink target is not encodable as UTF-8") from exc
+        request, future = self._new()
+        q = request.symlink
+        q.path, q.target, q.uid, q.gid = raw, raw_target, self.uid, self.gid
+        return self._attr(future)
+
+    def unlink(self, path: str) -> Awaitable[None]:
+        """Remove a file or symbolic link."""
+        raw = paths.encode(path)
+        request, future = self._new()
+        request.unlink.path = raw
+        return self._nothing(future)
+
+    def rmdir(self, path: str) -> Awaitable[None]:
+        """Remove an empty directory."""
+        raw = paths.encode(path)
+        request, future = self._new()
+        request.rmdir.path = raw
+        return self._nothing(future)
+
+    def rename(self, src: str, dst: str, *, replace: bool = True) -> Awaitable[None]:
+        """Move `src` to `dst` atomically; replace=False refuses an existing `dst`."""
+        raw_src, raw_dst = paths.encode(src), paths.encode(dst)
+        request, future = self._new()
+        q = request.rename
+        q.src, q.dst, q.noreplace = raw_src, raw_dst, not replace
+        return self._nothing(future)
+
+    def setattr(
+        self,
+        target: str | int,
+        *,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        mtime_ns: int | None = None,
+        size: int | None = None,
+        replication: int | None = None,
+    ) -> Awaitable[Attr]:
+        """Change attributes of a path (symlinks followed) or an inode number."""
+        raw = paths.encode(target) if isinstance(target, str) else None
+        _u32(mode=mode, uid=uid, gid=gid, replication=replication)
+        if size is not None and not 0 <= size < 2**63:
+            raise InvalidArgumentError(f"size {size} is out of range")
+        if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
+            raise InvalidArgumentError(f"mtime_ns {mtime_ns} is out of range")
+        if raw is None and not 0 < int(target) < 2**64:
+            raise InvalidArgumentError(f"inode number {target} is out of range")
+        request, future = self._new()
+        q = request.setattr
+        if raw is not None:
+            q.path = raw
+        else:
+            q.ino = int(target)
+        changes = {
+            "mode": mode,
+            "uid": uid,
+            "gid": gid,
+            "mtime_ns": mtime_ns,
+            "size": size,
+            "replication": replication,
+        }
+        for name, value in changes.items():
+            if value is not None:
+                setattr(q, name, value)
+        return self._attr(future)
+
+
+async def _nothing_to_do() -> None:
+    return None

@@ -1,0 +1,2 @@
+"""The plasmafs namenode: the namespace in PostgreSQL, served over one multiplexed gRPC stream
+per client connection."""

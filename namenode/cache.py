@@ -1,0 +1,153 @@
+"""The namenode's inode and directory-entry cache.
+
+Lookups are served from here without SQL. The committer writes every change into
+the cache after PostgreSQL acknowledged it and before the client is answered, so the
+cache is never stale after an acknowledged commit.
+
+A reader that missed fills the cache with what it read from PostgreSQL; that value
+may already be outdated if a commit touched the key while the query ran. Every key
+remembers the epoch of the commit that last wrote it, and a fill is refused when the
+key was written after the read began. Evicted keys forget their epoch, so the
+highest evicted epoch becomes a floor below which no fill is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
+
+from plasmafs.namenode.records import Inode
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+
+
+class _Table(Generic[K, V]):
+    """A bounded map of key -> (value, epoch of the commit or fill that wrote it)."""
+
+    __slots__ = ("_data", "_limit", "floor", "hits", "misses", "on_evict")
+
+    def __init__(self, limit: int) -> None:
+        self._data: dict[K, tuple[V | None, int]] = {}
+        self._limit = max(limit, 16)
+        self.floor = 0
+        self.hits = 0
+        self.misses = 0
+        self.on_evict: Callable[[K], None] | None = None
+
+    def get(self, key: K) -> V | _Missing | None:
+        found = self._data.get(key)
+        if found is None:
+            self.misses += 1
+            return MISSING
+        self.hits += 1
+        return found[0]
+
+    def put(self, key: K, value: V | None, epoch: int) -> None:
+        data = self._data
+        data.pop(key, None)
+        data[key] = (value, epoch)
+        if len(data) > self._limit:
+            # Evict the oldest eighth at once; dicts keep insertion order.
+            for _ in range(self._limit // 8 + 1):
+                old_key, (_, old_epoch) = _pop_first(data)
+                if old_epoch > self.floor:
+                    self.floor = old_epoch
+                if self.on_evict is not None:
+                    self.on_evict(old_key)
+
+    def fill(self, key: K, value: V | None, read_epoch: int) -> None:
+        if read_epoch < self.floor:
+            return
+        current = self._data.get(key)
+        if current is not None and current[1] > read_epoch:
+            return
+        self.put(key, value, read_epoch)
+
+    def clear(self, epoch: int) -> None:
+        self._data.clear()
+        self.floor = epoch
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _pop_first(data: dict[K, tuple[V | None, int]]) -> tuple[K, tuple[V | None, int]]:
+    key = next(iter(data))
+    return key, data.pop(key)
+
+
+class NamespaceCache:
+    """Inodes by number and entries by (parent, name); None caches "does not exist".
+
+    A directory is *complete* when every one of its entries is in the cache: one this
+    namenode created (empty at birth, and every later change passes through commits
+    here). A name missing from a complete directory does not exist, with no query.
+    Evicting any entry of a directory makes it incomplete again.
+    """
+
+    def __init__(self, inode_limit: int, entry_limit: int) -> None:
+        self.epoch = 0
+        self.inodes: _Table[int, Inode] = _Table(inode_limit)
+        self.entries: _Table[tuple[int, str], int] = _Table(entry_limit)
+        self.entries.on_evict = self._entry_evicted
+        self._complete: dict[int, None] = {}
+        self._complete_limit = max(entry_limit, 16)
+
+    def get_inode(self, ino: int) -> Inode | _Missing | None:
+        """The cached inode, None if known not to exist, or MISSING."""
+        return self.inodes.get(ino)
+
+    def get_entry(self, parent: int, name: str) -> int | _Missing | None:
+        """The cached entry's inode number, None if known absent, or MISSING."""
+        found = self.entries.get((parent, name))
+        if found is MISSING and parent in self._complete:
+            return None
+        return found
+
+    def mark_complete(self, directory: int) -> None:
+        """Record that every entry of the (new, empty) `directory` is cached."""
+        self._complete[directory] = None
+        if len(self._complete) > self._complete_limit:
+            del self._complete[next(iter(self._complete))]
+
+    def _entry_evicted(self, key: tuple[int, str]) -> None:
+        self._complete.pop(key[0], None)
+
+    def fill_inode(self, ino: int, inode: Inode | None, read_epoch: int) -> None:
+        """Remember what a read that began at `read_epoch` found."""
+        self.inodes.fill(ino, inode, read_epoch)
+
+    def fill_entry(self, parent: int, name: str, ino: int | None, read_epoch: int) -> None:
+        """Remember what a read that began at `read_epoch` found."""
+        self.entries.fill((parent, name), ino, read_epoch)
+
+    def begin_commit(self) -> int:
+        """Start applying a committed group; returns its epoch."""
+        self.epoch += 1
+        return self.epoch
+
+    def commit_inode(self, ino: int, inode: Inode | None, epoch: int) -> None:
+        """Record a committed inode row (None: deleted)."""
+        self.inodes.put(ino, inode, epoch)
+
+    def commit_entry(self, parent: int, name: str, ino: int | None, epoch: int) -> None:
+        """Record a committed entry (None: removed)."""
+        self.entries.put((parent, name), ino, epoch)
+
+    def invalidate_all(self) -> None:
+        """Forget everything (after a commit whose outcome is unknown)."""
+        self.epoch += 1
+        self.inodes.clear(self.epoch)
+        self.entries.clear(self.epoch)
+        self._complete.clear()

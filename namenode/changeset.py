@@ -1,0 +1,103 @@
+"""A transaction's pending writes, held by the namenode until commit.
+
+The change set records the final state it wants, not a log: whole inode rows it
+replaces (under an exclusive lock), entries it sets or removes (under an exclusive
+lock on the entry), and commutative "touches" of directories (mtime and link count
+deltas) that need only a shared lock, so that many transactions can create in one
+directory at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from plasmafs.client.attributes import FileKind
+from plasmafs.namenode.records import Inode
+
+
+@dataclass(slots=True)
+class Touch:
+    """A commutative directory update: mtime/ctime = max(old, mtime_ns), nlink += delta."""
+
+    mtime_ns: int
+    nlink_delta: int = 0
+
+
+@dataclass(slots=True)
+class ChangeSet:
+    """Pending writes of one transaction."""
+
+    inodes: dict[int, Inode | None] = field(default_factory=dict)
+    entries: dict[tuple[int, str], int | None] = field(default_factory=dict)
+    touches: dict[int, Touch] = field(default_factory=dict)
+    created: set[int] = field(default_factory=set)
+    deleted_kinds: dict[int, FileKind] = field(default_factory=dict)
+    dir_parents: dict[int, int] = field(default_factory=dict)
+    children: dict[int, set[str]] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        """True when committing would change nothing."""
+        return not (self.inodes or self.entries or self.touches)
+
+    def put_inode(self, inode: Inode, *, created: bool = False) -> None:
+        """Replace the whole row of `inode`; folds in any pending touch of it."""
+        self.inodes[inode.ino] = inode
+        self.touches.pop(inode.ino, None)
+        if created:
+            self.created.add(inode.ino)
+
+    def delete_inode(self, ino: int, kind: FileKind) -> None:
+        """Remove an inode; an inode created by this transaction simply disappears."""
+        self.touches.pop(ino, None)
+        self.dir_parents.pop(ino, None)
+        if ino in self.created:
+            self.created.discard(ino)
+            del self.inodes[ino]
+            return
+        self.inodes[ino] = None
+        self.deleted_kinds[ino] = kind
+
+    def set_entry(self, parent: int, name: str, ino: int | None) -> None:
+        """Point (parent, name) at `ino`, or remove the entry with None."""
+        self.entries[(parent, name)] = ino
+        self.children.setdefault(parent, set()).add(name)
+
+    def touch(self, ino: int, now_ns: int, nlink_delta: int = 0) -> None:
+        """Update a directory's times (and link count) commutatively."""
+        row = self.inodes.get(ino)
+        if row is not None:
+            attr = row.attr
+            self.inodes[ino] = replace(
+                row,
+                attr=replace(
+                    attr,
+                    mtime_ns=max(attr.mtime_ns, now_ns),
+                    ctime_ns=max(attr.ctime_ns, now_ns),
+                    nlink=attr.nlink + nlink_delta,
+                ),
+            )
+            return
+        if ino in self.inodes:  # deleted by this transaction
+            return
+        pending = self.touches.get(ino)
+        if pending is None:
+            self.touches[ino] = Touch(now_ns, nlink_delta)
+        else:
+            pending.mtime_ns = max(pending.mtime_ns, now_ns)
+            pending.nlink_delta += nlink_delta
+
+    def overlay(self, committed: Inode) -> Inode:
+        """`committed` as this transaction sees it, with its pending touch applied."""
+        pending = self.touches.get(committed.ino)
+        if pending is None:
+            return committed
+        attr = committed.attr
+        return replace(
+            committed,
+            attr=replace(
+                attr,
+                mtime_ns=max(attr.mtime_ns, pending.mtime_ns),
+                ctime_ns=max(attr.ctime_ns, pending.mtime_ns),
+                nlink=attr.nlink + pending.nlink_delta,
+            ),
+        )

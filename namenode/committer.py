@@ -1,0 +1,144 @@
+"""Group commit: change sets that are ready together go to PostgreSQL in one transaction.
+
+One writer loop takes every change set queued while the previous group was being
+written, so a single WAL flush acknowledges many commits. Transactions in a group
+never conflict (they hold exclusive locks on what they change), so a group is applied
+in any order. After PostgreSQL acknowledged a group, its changes go into the cache,
+and only then are the waiting commits answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from plasmafs.client.attributes import FileKind
+from plasmafs.client.errors import PlasmaError, ShutdownError, StorageError
+from plasmafs.namenode.cache import NamespaceCache
+from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.store import Store, is_connection_error
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Pending:
+    changeset: ChangeSet
+    done: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class CommitStats:
+    """Counters the namenode exports."""
+
+    commits: int = 0
+    groups: int = 0
+    largest_group: int = 0
+    failed: int = 0
+
+
+class Committer:
+    """Queues change sets and writes them in groups."""
+
+    def __init__(
+        self,
+        store: Store,
+        cache: NamespaceCache,
+        max_group: int,
+        on_committed: Callable[[ChangeSet], None],
+    ) -> None:
+        self._store = store
+        self._cache = cache
+        self._max_group = max_group
+        self._on_committed = on_committed
+        self._queue: list[_Pending] = []
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.stats = CommitStats()
+
+    def start(self) -> None:
+        """Start the writer loop."""
+        self._task = asyncio.create_task(self._run(), name="pfs-committer")
+
+    async def stop(self) -> None:
+        """Write what is queued, then stop the loop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
+
+    def enqueue(self, changeset: ChangeSet) -> asyncio.Future[None]:
+        """Queue `changeset`; the future resolves once PostgreSQL acknowledged it."""
+        if self._closing:
+            raise ShutdownError("the namenode is shutting down")
+        pending = _Pending(changeset, asyncio.get_running_loop().create_future())
+        self._queue.append(pending)
+        self._wakeup.set()
+        return pending.done
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                group = self._queue[: self._max_group]
+                del self._queue[: self._max_group]
+                await self._write(group)
+            if self._closing:
+                return
+
+    async def _write(self, group: list[_Pending]) -> None:
+        try:
+            touched = await self._store.apply([p.changeset for p in group])
+        except Exception as exc:
+            if is_connection_error(exc) or len(group) == 1:
+                await self._fail(group, exc)
+                return
+            # One bad change set must not fail the others: write them one by one.
+            log.warning("group commit of %d failed (%s); retrying singly", len(group), exc)
+            for pending in group:
+                await self._write([pending])
+            return
+        self._publish(group, touched)
+
+    def _publish(self, group: list[_Pending], touched: list) -> None:
+        cache = self._cache
+        epoch = cache.begin_commit()
+        for pending in group:
+            cs = pending.changeset
+            for ino, inode in cs.inodes.items():
+                cache.commit_inode(ino, inode, epoch)
+                if ino in cs.created and inode is not None and inode.kind is FileKind.DIRECTORY:
+                    cache.mark_complete(ino)
+            for (parent, name), target in cs.entries.items():
+                cache.commit_entry(parent, name, target, epoch)
+            self._on_committed(cs)
+        for inode in touched:
+            cache.commit_inode(inode.ino, inode, epoch)
+        stats = self.stats
+        stats.commits += len(group)
+        stats.groups += 1
+        stats.largest_group = max(stats.largest_group, len(group))
+        for pending in group:
+            if not pending.done.done():
+                pending.done.set_result(None)
+
+    async def _fail(self, group: list[_Pending], exc: BaseException) -> None:
+        self.stats.failed += len(group)
+        if is_connection_error(exc):
+            # PostgreSQL may or may not have committed: forget everything cached.
+            log.error("commit outcome unknown, connection failed: %s", exc)
+            self._cache.invalidate_all()
+            await self._store.reset_writer()
+            error: PlasmaError = StorageError(
+                f"commit outcome unknown: the metadata store connection failed ({exc})"
+            )
+        else:
+            log.error("commit failed: %s", exc)
+            error = StorageError(f"commit failed in the metadata store: {exc}")
+        for pending in group:
+            if not pending.done.done():
+                pending.done.set_exception(error)

@@ -1,0 +1,626 @@
+"""The namespace rules: path walk, create, remove, rename, attributes, listing.
+
+Everything here works on a transaction's view (committed state seen through the
+cache, plus the transaction's own change set) and never sees SQL. Each operation
+first resolves, locks and validates, and only then changes the change set, so an
+operation that fails leaves its transaction as it was. A lock conflict aborts the
+transaction (its locks are released at once) and raises ConflictError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from plasmafs.client import paths
+from plasmafs.client.attributes import Attr, FileKind, FsStat
+from plasmafs.client.errors import (
+    BusyError,
+    ConflictError,
+    ExistsError,
+    InvalidArgumentError,
+    IsDirectoryError,
+    LoopError,
+    NotDirectoryError,
+    NotEmptyError,
+    NotFoundError,
+    PlasmaError,
+    StorageError,
+    TransactionError,
+)
+from plasmafs.namenode.cache import MISSING, NamespaceCache
+from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.committer import Committer
+from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
+from plasmafs.namenode.reader import CoalescingReader
+from plasmafs.namenode.records import ROOT_INO, Inode
+from plasmafs.namenode.store import ListedEntry, Store
+from plasmafs.namenode.transaction import Txn, TxnState
+
+MAX_SYMLINK_HOPS = 40
+MAX_DEPTH = 4096
+INODE_BATCH = 1024  # the inode_numbers sequence's increment
+DIRTREE_LOCK: LockKey = ("dirtree",)
+MIN_BLOCKSIZE = 64 * 1024
+MAX_BLOCKSIZE = 64 * 1024 * 1024
+MAX_REPLICATION = 32
+
+
+class Namespace:
+    """The namenode's file system rules over a store, a cache and a lock table."""
+
+    def __init__(
+        self,
+        store: Store,
+        cache: NamespaceCache,
+        *,
+        default_replication: int,
+        default_blocksize: int,
+        max_group: int,
+        read_concurrency: int,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.reader = CoalescingReader(store, cache, read_concurrency)
+        self.locks = LockManager()
+        self.committer = Committer(store, cache, max_group, self._count_committed)
+        self.default_replication = check_replication(default_replication)
+        self.default_blocksize = check_blocksize(default_blocksize)
+        self.counts: dict[FileKind, int] = {}
+        self._ino_next = 0
+        self._ino_end = 0
+        self._ino_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Load the namespace counts and start the committer."""
+        self.counts = await self.store.count_kinds()
+        self.committer.start()
+
+    async def stop(self) -> None:
+        """Finish queued commits."""
+        await self.committer.stop()
+
+    # --- transactions ----------------------------------------------------------------
+
+    def begin(self, txn_id: int, label: str, lock_wait: float) -> Txn:
+        """A new open transaction."""
+        return Txn(txn_id, LockOwner(f"{label}/{txn_id}"), lock_wait)
+
+    async def commit(self, txn: Txn) -> None:
+        """Make the transaction's changes durable and visible, then release its locks."""
+        txn.check_open()
+        txn.state = TxnState.COMMITTING
+        if txn.cs.is_empty():
+            self._finish(txn, TxnState.COMMITTED)
+            return
+        try:
+            done = self.committer.enqueue(txn.cs)
+        except PlasmaError:
+            self._finish(txn, TxnState.ABORTED)
+            raise
+
+        def settle(fut: asyncio.Future[None]) -> None:
+            failed = fut.cancelled() or fut.exception() is not None
+            self._finish(txn, TxnState.ABORTED if failed else TxnState.COMMITTED)
+
+        # The locks stay until the change set is written, even if the client goes away.
+        done.add_done_callback(settle)
+        await asyncio.shield(done)
+
+    def abort(self, txn: Txn, reason: str = "aborted by the client") -> None:
+        """Drop the transaction's changes and release its locks (no-op once committing)."""
+        if txn.state is TxnState.OPEN:
+            txn.abort_reason = reason
+            self._finish(txn, TxnState.ABORTED)
+
+    def _finish(self, txn: Txn, state: TxnState) -> None:
+        txn.state = state
+        self.locks.release_all(txn.owner)
+
+    async def _lock(self, txn: Txn, key: LockKey, exclusive: bool) -> None:
+        try:
+            await self.locks.acquire(txn.owner, key, exclusive=exclusive, wait=txn.lock_wait)
+        except ConflictError as exc:
+            txn.conflicted = True
+            self.abort(txn, f"conflict: {exc}")
+            raise
+
+    def _writable(self, txn: Txn | None) -> Txn:
+        if txn is None:
+            raise TransactionError("changes need a transaction")
+        txn.check_open()
+        return txn
+
+    def _count_committed(self, cs: ChangeSet) -> None:
+        for ino in cs.created:
+            inode = cs.inodes.get(ino)
+            if inode is not None:
+                self.counts[inode.kind] = self.counts.get(inode.kind, 0) + 1
+        for kind in cs.deleted_kinds.values():
+            self.counts[kind] = self.counts.get(kind, 0) - 1
+
+    async def _new_ino(self) -> int:
+        if self._ino_next >= self._ino_end:
+            async with self._ino_lock:
+                if self._ino_next >= self._ino_end:
+                    base = await self.store.reserve_inode_numbers()
+                    self._ino_next, self._ino_end = base, base + INODE_BATCH
+        ino = self._ino_next
+        self._ino_next += 1
+        return ino
+
+    # --- the transaction's view ---------------------------------------------------------
+
+    async def _committed_inode(self, ino: int) -> Inode | None:
+        cached = self.cache.get_inode(ino)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
+        return await self.reader.inode(ino)
+
+    async def _committed_entry(self, parent: int, name: str) -> int | None:
+        cached = self.cache.get_entry(parent, name)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
+        return await self.reader.entry(parent, name)
+
+    async def _inode(self, txn: Txn | None, ino: int) -> Inode | None:
+        if txn is not None:
+            cs = txn.cs
+            if ino in cs.inodes:
+                return cs.inodes[ino]
+            committed = await self._committed_inode(ino)
+            if committed is not None and ino in cs.touches:
+                return cs.overlay(committed)
+            return committed
+        return await self._committed_inode(ino)
+
+    async def _entry(self, txn: Txn | None, parent: int, name: str) -> int | None:
+        if txn is not None:
+            key = (parent, name)
+            entries = txn.cs.entries
+            if key in entries:
+                return entries[key]
+        return await self._committed_entry(parent, name)
+
+    async def resolve(self, txn: Txn | None, parts: list[str], follow_last: bool) -> Inode:
+        """The inode a path's components name; symlinks are followed except, unless
+        `follow_last`, in the last component."""
+        ino = ROOT_INO
+        walked: list[str] = []
+        i = 0
+        hops = 0
+        while i < len(parts):
+            current = await self._inode(txn, ino)
+            if current is None:
+                raise NotFoundError(f"no such directory: /{'/'.join(walked)}")
+            if current.kind is not FileKind.DIRECTORY:
+                raise NotDirectoryError(f"not a directory: /{'/'.join(walked)}")
+            child_ino = await self._entry(txn, ino, parts[i])
+            child = await self._inode(txn, child_ino) if child_ino is not None else None
+            if child is None:
+                raise NotFoundError(f"no such file or directory: /{'/'.join(walked + parts[i:])}")
+            last = i == len(parts) - 1
+            if child.kind is FileKind.SYMLINK and (follow_last or not last):
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    raise LoopError(f"too many symbolic links at /{'/'.join([*walked, parts[i]])}")
+                assert child.target is not None
+                base = "/" + "/".join(walked)
+                target = paths.normalize(child.target, cwd=base)
+                parts = paths.split_canonical(target.encode()) + parts[i + 1 :]
+                ino, walked, i = ROOT_INO, [], 0
+                continue
+            walked.append(parts[i])
+            ino = child.ino
+            i += 1
+        found = await self._inode(txn, ino)
+        if found is None:
+            raise NotFoundError(f"no such file or directory: /{'/'.join(parts)}")
+        return found
+
+    async def _locked_parent(self, txn: Txn, parts: list[str]) -> tuple[Inode, str]:
+        """Resolve the parent of `parts`, lock it shared and the entry exclusive."""
+        parent = await self.resolve(txn, parts[:-1], follow_last=True)
+        if parent.kind is not FileKind.DIRECTORY:
+            raise NotDirectoryError(f"not a directory: /{'/'.join(parts[:-1])}")
+        name = parts[-1]
+        await self._lock(txn, ("i", parent.ino), False)
+        await self._lock(txn, ("e", parent.ino, name), True)
+        fresh = await self._inode(txn, parent.ino)
+        if fresh is None:
+            raise NotFoundError(f"directory /{'/'.join(parts[:-1])} was removed")
+        return fresh, name
+
+    async def _has_children(self, txn: Txn, ino: int) -> bool:
+        changed = txn.cs.children.get(ino, set())
+        gone = {n for n in changed if txn.cs.entries[(ino, n)] is None}
+        if len(gone) != len(changed):
+            return True
+        committed = await self.store.list_entries(ino, "", len(gone) + 1, False)
+        return any(e.name not in gone for e in committed)
+
+    async def _parent_of_dir(self, txn: Txn, ino: int) -> int | None:
+        if ino in txn.cs.dir_parents:
+            return txn.cs.dir_parents[ino]
+        return await self.store.get_parent(ino)
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def lookup(self, txn: Txn | None, raw: bytes, follow: bool) -> Attr:
+        """Attributes of the inode at a path."""
+        if txn is not None:
+            txn.check_open()
+        return (await self.resolve(txn, paths.split_canonical(raw), follow)).attr
+
+    async def getattr(self, txn: Txn | None, ino: int) -> Attr:
+        """Attributes of inode `ino`."""
+        if txn is not None:
+            txn.check_open()
+        inode = await self._inode(txn, ino)
+        if inode is None:
+            raise NotFoundError(f"no inode {ino}")
+        return inode.attr
+
+    async def readlink(self, txn: Txn | None, raw: bytes) -> str:
+        """The target of the symbolic link at a path."""
+        if txn is not None:
+            txn.check_open()
+        inode = await self.resolve(txn, paths.split_canonical(raw), follow_last=False)
+        if inode.target is None:
+            raise InvalidArgumentError(f"not a symbolic link: {raw.decode(errors='replace')}")
+        return inode.target
+
+    async def readdir(
+        self, txn: Txn | None, raw: bytes, after: bytes, limit: int, max_limit: int
+    ) -> tuple[list[tuple[str, Inode]], bool]:
+        """One page of a directory: entries sorting after `after`, and whether more follow."""
+        if txn is not None:
+            txn.check_open()
+        directory = await self.resolve(txn, paths.split_canonical(raw), follow_last=True)
+        if directory.kind is not FileKind.DIRECTORY:
+            raise NotDirectoryError(f"not a directory: {raw.decode(errors='replace')}")
+        try:
+            cursor = after.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError("readdir cursor is not valid UTF-8") from exc
+        limit = max(1, min(limit or max_limit, max_limit))
+        cs = txn.cs if txn is not None else None
+        changed = cs.children.get(directory.ino, set()) if cs is not None else set()
+        page: list[tuple[str, Inode]] = []
+        while len(page) < limit:
+            want = limit - len(page)
+            committed = await self.store.list_entries(directory.ino, cursor, want, True)
+            exhausted = len(committed) < want
+            upper = None if exhausted else committed[-1].name
+            merged: dict[str, ListedEntry | int] = {
+                e.name: e for e in committed if e.name not in changed
+            }
+            for name in changed:
+                if name > cursor and (upper is None or name <= upper):
+                    assert cs is not None
+                    target = cs.entries[(directory.ino, name)]
+                    if target is not None:
+                        merged[name] = target
+            names = sorted(merged)
+            for name in names[:want]:
+                item = merged[name]
+                if isinstance(item, ListedEntry) and (cs is None or not _pending(cs, item.ino)):
+                    assert item.inode is not None
+                    inode: Inode | None = item.inode
+                else:
+                    ino = item.ino if isinstance(item, ListedEntry) else item
+                    inode = await self._inode(txn, ino)
+                if inode is not None:
+                    page.append((name, inode))
+            if names:
+                cursor = names[min(want, len(names)) - 1]
+            elif upper is not None:
+                cursor = upper
+            if exhausted and len(names) <= want:
+                return page, False
+        return page, True
+
+    def fsstat(self) -> FsStat:
+        """Committed namespace counts (space arrives with the datanodes)."""
+        return FsStat(
+            files=self.counts.get(FileKind.FILE, 0),
+            directories=self.counts.get(FileKind.DIRECTORY, 0),
+            symlinks=self.counts.get(FileKind.SYMLINK, 0),
+            capacity_bytes=0,
+            used_bytes=0,
+            live_datanodes=0,
+            blocksize=self.default_blocksize,
+        )
+
+    # --- changes -------------------------------------------------------------------------
+
+    async def mkdir(self, txn: Txn | None, raw: bytes, mode: int, uid: int, gid: int) -> Attr:
+        """Create a directory."""
+        t = self._writable(txn)
+        parts = paths.split_canonical(raw)
+        if not parts:
+            raise ExistsError("/ exists")
+        check_mode(mode)
+        parent, name = await self._locked_parent(t, parts)
+        if await self._entry(t, parent.ino, name) is not None:
+            raise ExistsError(f"{raw.decode()} exists")
+        now = time.time_ns()
+        ino = await self._new_ino()
+        attr = Attr(
+            ino,
+            FileKind.DIRECTORY,
+            mode,
+            uid,
+            gid,
+            0,
+            now,
+            now,
+            2,
+            self.default_replication,
+            self.default_blocksize,
+            1,
+        )
+        t.cs.put_inode(Inode(attr), created=True)
+        t.cs.set_entry(parent.ino, name, ino)
+        t.cs.dir_parents[ino] = parent.ino
+        t.cs.touch(parent.ino, now, +1)
+        return attr
+
+    async def create(
+        self,
+        txn: Txn | None,
+        raw: bytes,
+        mode: int,
+        uid: int,
+        gid: int,
+        replication: int,
+        blocksize: int,
+    ) -> Attr:
+        """Create an empty file; EEXIST if the name is taken."""
+        t = self._writable(txn)
+        parts = paths.split_canonical(raw)
+        if not parts:
+            raise IsDirectoryError("/ is a directory")
+        check_mode(mode)
+        replication = check_replication(replication or self.default_replication)
+        blocksize = check_blocksize(blocksize or self.default_blocksize)
+        parent, name = await self._locked_parent(t, parts)
+        if await self._entry(t, parent.ino, name) is not None:
+            raise ExistsError(f"{raw.decode()} exists")
+        now = time.time_ns()
+        ino = await self._new_ino()
+        attr = Attr(ino, FileKind.FILE, mode, uid, gid, 0, now, now, 1, replication, blocksize, 1)
+        t.cs.put_inode(Inode(attr), created=True)
+        t.cs.set_entry(parent.ino, name, ino)
+        t.cs.touch(parent.ino, now)
+        return attr
+
+    async def symlink(
+        self, txn: Txn | None, raw: bytes, target_raw: bytes, uid: int, gid: int
+    ) -> Attr:
+        """Create a symbolic link to `target_raw`."""
+        t = self._writable(txn)
+        parts = paths.split_canonical(raw)
+        if not parts:
+            raise ExistsError("/ exists")
+        target = paths.check_symlink_target(target_raw)
+        parent, name = await self._locked_parent(t, parts)
+        if await self._entry(t, parent.ino, name) is not None:
+            raise ExistsError(f"{raw.decode()} exists")
+        now = time.time_ns()
+        ino = await self._new_ino()
+        attr = Attr(
+            ino,
+            FileKind.SYMLINK,
+            0o777,
+            uid,
+            gid,
+            len(target_raw),
+            now,
+            now,
+            1,
+            self.default_replication,
+            self.default_blocksize,
+            1,
+        )
+        t.cs.put_inode(Inode(attr, target), created=True)
+        t.cs.set_entry(parent.ino, name, ino)
+        t.cs.touch(parent.ino, now)
+        return attr
+
+    async def unlink(self, txn: Txn | None, raw: bytes) -> None:
+        """Remove a file or symbolic link."""
+        t = self._writable(txn)
+        parts = paths.split_canonical(raw)
+        if not parts:
+            raise IsDirectoryError("/ is a directory")
+        parent, name = await self._locked_parent(t, parts)
+        victim = await self._locked_entry_inode(t, parent.ino, name, raw)
+        if victim.kind is FileKind.DIRECTORY:
+            raise IsDirectoryError(f"{raw.decode()} is a directory")
+        t.cs.set_entry(parent.ino, name, None)
+        t.cs.delete_inode(victim.ino, victim.kind)
+        t.cs.touch(parent.ino, time.time_ns())
+
+    async def rmdir(self, txn: Txn | None, raw: bytes) -> None:
+        """Remove an empty directory."""
+        t = self._writable(txn)
+        parts = paths.split_canonical(raw)
+        if not parts:
+            raise BusyError("the root directory cannot be removed")
+        parent, name = await self._locked_parent(t, parts)
+        victim = await self._locked_entry_inode(t, parent.ino, name, raw)
+        if victim.kind is not FileKind.DIRECTORY:
+            raise NotDirectoryError(f"{raw.decode()} is not a directory")
+        if await self._has_children(t, victim.ino):
+            raise NotEmptyError(f"{raw.decode()} is not empty")
+        t.cs.set_entry(parent.ino, name, None)
+        t.cs.delete_inode(victim.ino, victim.kind)
+        t.cs.touch(parent.ino, time.time_ns(), -1)
+
+    async def _locked_entry_inode(self, t: Txn, parent: int, name: str, raw: bytes) -> Inode:
+        ino = await self._entry(t, parent, name)
+        if ino is None:
+            raise NotFoundError(f"no such file or directory: {raw.decode()}")
+        await self._lock(t, ("i", ino), True)
+        inode = await self._inode(t, ino)
+        if inode is None:
+            raise NotFoundError(f"no such file or directory: {raw.decode()}")
+        return inode
+
+    async def rename(
+        self, txn: Txn | None, src_raw: bytes, dst_raw: bytes, noreplace: bool
+    ) -> None:
+        """Move an entry atomically, replacing the destination by POSIX rules."""
+        t = self._writable(txn)
+        src_parts = paths.split_canonical(src_raw)
+        dst_parts = paths.split_canonical(dst_raw)
+        if not src_parts or not dst_parts:
+            raise BusyError("the root directory cannot be renamed or replaced")
+        if len(dst_parts) > len(src_parts) and dst_parts[: len(src_parts)] == src_parts:
+            raise InvalidArgumentError(f"cannot move {src_raw.decode()} into itself")
+        src_dir = await self.resolve(t, src_parts[:-1], follow_last=True)
+        dst_dir = await self.resolve(t, dst_parts[:-1], follow_last=True)
+        for d, p in ((src_dir, src_parts), (dst_dir, dst_parts)):
+            if d.kind is not FileKind.DIRECTORY:
+                raise NotDirectoryError(f"not a directory: /{'/'.join(p[:-1])}")
+        src_name, dst_name = src_parts[-1], dst_parts[-1]
+        for ino in sorted({src_dir.ino, dst_dir.ino}):
+            await self._lock(t, ("i", ino), False)
+        for key in sorted({(src_dir.ino, src_name), (dst_dir.ino, dst_name)}):
+            await self._lock(t, ("e", *key), True)
+        if (src_dir.ino, src_name) == (dst_dir.ino, dst_name):
+            await self._locked_entry_inode(t, src_dir.ino, src_name, src_raw)
+            return
+        moved = await self._locked_entry_inode(t, src_dir.ino, src_name, src_raw)
+        is_dir = moved.kind is FileKind.DIRECTORY
+        if is_dir and src_dir.ino != dst_dir.ino:
+            await self._lock(t, DIRTREE_LOCK, True)
+            await self._check_not_ancestor(t, moved.ino, dst_dir.ino, src_raw)
+        replaced_ino = await self._entry(t, dst_dir.ino, dst_name)
+        replaced: Inode | None = None
+        if replaced_ino is not None:
+            if noreplace:
+                raise ExistsError(f"{dst_raw.decode()} exists")
+            replaced = await self._locked_entry_inode(t, dst_dir.ino, dst_name, dst_raw)
+            if is_dir and replaced.kind is not FileKind.DIRECTORY:
+                raise NotDirectoryError(f"{dst_raw.decode()} is not a directory")
+            if not is_dir and replaced.kind is FileKind.DIRECTORY:
+                raise IsDirectoryError(f"{dst_raw.decode()} is a directory")
+            if is_dir and await self._has_children(t, replaced.ino):
+                raise NotEmptyError(f"{dst_raw.decode()} is not empty")
+        now = time.time_ns()
+        cs = t.cs
+        cs.set_entry(src_dir.ino, src_name, None)
+        cs.set_entry(dst_dir.ino, dst_name, moved.ino)
+        if replaced is not None:
+            cs.delete_inode(replaced.ino, replaced.kind)
+        bumped = 0 if moved.ino in cs.inodes else 1
+        cs.put_inode(
+            replace(
+                moved, attr=replace(moved.attr, ctime_ns=now, version=moved.attr.version + bumped)
+            )
+        )
+        src_delta = dst_delta = 0
+        if is_dir and src_dir.ino != dst_dir.ino:
+            cs.dir_parents[moved.ino] = dst_dir.ino
+            src_delta, dst_delta = -1, +1
+        if replaced is not None and replaced.kind is FileKind.DIRECTORY:
+            dst_delta -= 1
+        cs.touch(src_dir.ino, now, src_delta)
+        cs.touch(dst_dir.ino, now, dst_delta)
+
+    async def _check_not_ancestor(self, t: Txn, moved: int, start: int, raw: bytes) -> None:
+        node: int | None = start
+        for _ in range(MAX_DEPTH):
+            if node == moved:
+                raise InvalidArgumentError(f"cannot move {raw.decode()} into its own subtree")
+            if node == ROOT_INO or node is None:
+                return
+            node = await self._parent_of_dir(t, node)
+        raise StorageError("directory tree deeper than the namenode's walk limit")
+
+    async def setattr(
+        self,
+        txn: Txn | None,
+        *,
+        raw: bytes | None,
+        ino: int | None,
+        mode: int | None,
+        uid: int | None,
+        gid: int | None,
+        mtime_ns: int | None,
+        size: int | None,
+        replication: int | None,
+    ) -> Attr:
+        """Change an inode's attributes; a path target follows symbolic links."""
+        t = self._writable(txn)
+        if raw is not None:
+            target = await self.resolve(t, paths.split_canonical(raw), follow_last=True)
+        elif ino:
+            found = await self._inode(t, ino)
+            if found is None:
+                raise NotFoundError(f"no inode {ino}")
+            target = found
+        else:
+            raise InvalidArgumentError("setattr needs a path or an inode number")
+        if mode is not None:
+            check_mode(mode)
+        if size is not None or replication is not None:
+            if target.kind is FileKind.DIRECTORY:
+                raise IsDirectoryError("size and replication apply to files only")
+            if target.kind is not FileKind.FILE:
+                raise InvalidArgumentError("size and replication apply to files only")
+        if size is not None and size < 0:
+            raise InvalidArgumentError(f"negative size {size}")
+        if replication is not None:
+            check_replication(replication)
+        await self._lock(t, ("i", target.ino), True)
+        current = await self._inode(t, target.ino)
+        if current is None:
+            raise NotFoundError(f"inode {target.ino} was removed")
+        a = current.attr
+        new = replace(
+            a,
+            mode=a.mode if mode is None else mode,
+            uid=a.uid if uid is None else uid,
+            gid=a.gid if gid is None else gid,
+            mtime_ns=a.mtime_ns if mtime_ns is None else mtime_ns,
+            size=a.size if size is None else size,
+            replication=a.replication if replication is None else replication,
+            ctime_ns=time.time_ns(),
+            version=a.version + (0 if a.ino in t.cs.inodes else 1),
+        )
+        t.cs.put_inode(replace(current, attr=new))
+        return new
+
+
+def _pending(cs: ChangeSet, ino: int) -> bool:
+    return ino in cs.inodes or ino in cs.touches
+
+
+def check_mode(mode: int) -> int:
+    """Permission bits only."""
+    if not 0 <= mode <= 0o7777:
+        raise InvalidArgumentError(f"mode {mode:#o} has bits outside 0o7777")
+    return mode
+
+
+def check_replication(replication: int) -> int:
+    """1..32 replicas."""
+    if not 1 <= replication <= MAX_REPLICATION:
+        raise InvalidArgumentError(f"replication {replication} is not in 1..{MAX_REPLICATION}")
+    return replication
+
+
+def check_blocksize(blocksize: int) -> int:
+    """A power of two from 64 KiB to 64 MiB."""
+    if not (MIN_BLOCKSIZE <= blocksize <= MAX_BLOCKSIZE and blocksize & (blocksize - 1) == 0):
+        raise InvalidArgumentError(
+            f"blocksize {blocksize} is not a power of two from 64 KiB to 64 MiB"
+        )
+    return blocksize
+
+
+__all__ = ["Namespace", "PlasmaError"]

@@ -1,0 +1,109 @@
+"""Build and run the namenode: PostgreSQL store, migrations, namespace, gRPC server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+
+import asyncpg
+import grpc
+
+from plasmafs.client.errors import BusyError, ConfigError, StorageError
+from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.namenode.cache import NamespaceCache
+from plasmafs.namenode.migrator import migrate
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.servicer import NamenodeServicer
+from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.store import Store
+
+log = logging.getLogger(__name__)
+
+# Held for as long as a namenode serves a database: a second one refuses to start.
+ACTIVE_LOCK_KEY = 0x7066732D61637476  # "pfs-actv"
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+@dataclass
+class RunningNamenode:
+    """A started namenode and what to stop."""
+
+    server: grpc.aio.Server
+    port: int
+    namespace: Namespace
+    store: Store
+    servicer: NamenodeServicer
+
+    async def stop(self, grace: float) -> None:
+        """Stop accepting, let calls finish for `grace` seconds, flush commits, close."""
+        await self.server.stop(grace)
+        await self.namespace.stop()
+        await self.store.close()
+
+
+async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
+    """Migrate the database, take the active lock, load the namespace and start serving."""
+    try:
+        conn = await asyncpg.connect(settings.dsn)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
+    try:
+        applied = await migrate(conn)
+        if applied:
+            log.info("applied migrations %s", applied)
+        enc = await conn.fetchval("SHOW server_encoding")
+        if enc.upper() not in ("UTF8", "UTF-8"):
+            raise ConfigError(f"the database encoding must be UTF8, not {enc}")
+    finally:
+        await conn.close()
+    store = Store(settings.dsn, settings.read_pool_size)
+    if not await store.hold_active_lock(ACTIVE_LOCK_KEY):
+        await store.close()
+        raise BusyError("another namenode is already serving this database")
+    await store.open()
+    cache = NamespaceCache(settings.cache_inodes, settings.cache_entries)
+    namespace = Namespace(
+        store,
+        cache,
+        default_replication=settings.default_replication,
+        default_blocksize=settings.default_blocksize,
+        max_group=settings.max_group,
+        read_concurrency=settings.read_pool_size,
+    )
+    await namespace.start()
+    servicer = NamenodeServicer(namespace, settings)
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    pb_grpc.add_NamenodeServicer_to_server(servicer, server)
+    port = server.add_insecure_port(settings.listen)
+    if port == 0:
+        raise ConfigError(f"cannot listen on {settings.listen}")
+    await server.start()
+    return RunningNamenode(server, port, namespace, store, servicer)
+
+
+async def serve(settings: NamenodeSettings) -> None:
+    """Run until SIGTERM or SIGINT, then stop gracefully."""
+    running = await start_namenode(settings)
+    host = settings.listen.rpartition(":")[0]
+    address = f"{host}:{running.port}"
+    log.info("namenode serving on %s", address)
+    if settings.ready_file is not None:
+        tmp = settings.ready_file.with_suffix(".tmp")
+        tmp.write_text(address + "\n")
+        tmp.replace(settings.ready_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("namenode stopping")
+    await running.stop(settings.grace_seconds)

@@ -1,0 +1,47 @@
+"""The gRPC face of the namenode: it only translates between the wire and a Session."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import grpc
+
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.session import Session
+from plasmafs.namenode.settings import NamenodeSettings
+
+VERSION = "0.1.0"
+
+
+class NamenodeServicer(pb_grpc.NamenodeServicer):
+    """Serves Session streams and Ping."""
+
+    def __init__(self, namespace: Namespace, settings: NamenodeSettings) -> None:
+        self.namespace = namespace
+        self.settings = settings
+        self.started_ns = time.time_ns()
+        self.counters: Counter[str] = Counter()
+        self.sessions = 0
+
+    async def Session(
+        self,
+        request_iterator: AsyncIterator[pb.ClientFrame],
+        context: grpc.aio.ServicerContext,
+    ) -> None:
+        """The multiplexed request stream of one client connection."""
+        self.sessions += 1
+        try:
+            session = Session(self.namespace, self.settings, context.peer(), self.counters)
+            await session.run(request_iterator, context.write)
+        finally:
+            self.sessions -= 1
+
+    async def Ping(
+        self, request: pb.PingRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PingReply:
+        """Version and start time."""
+        return pb.PingReply(version=VERSION, started_ns=self.started_ns)

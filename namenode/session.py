@@ -1,0 +1,277 @@
+"""One client connection: its multiplexed request stream and its open transactions.
+
+Requests of different transactions run concurrently; requests of one transaction
+run in the order they arrived. Responses that are ready together leave in one
+frame. When the stream ends, for whatever reason, every open transaction of the
+connection is aborted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from plasmafs.client.errors import BusyError, PlasmaError, StorageError, TransactionError
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.namenode.eager import start_eagerly
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.transaction import Txn
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Session", Txn | None, pb.Request, pb.Response], Awaitable[None]]
+
+
+@dataclass(eq=False, slots=True)
+class _OpenTxn:
+    txn: Txn
+    order: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Session:
+    """The namenode's side of one client connection."""
+
+    def __init__(
+        self, namespace: Namespace, settings: NamenodeSettings, peer: str, counters: Counter[str]
+    ) -> None:
+        self.ns = namespace
+        self.settings = settings
+        self.peer = peer
+        self.counters = counters
+        self.txns: dict[int, _OpenTxn] = {}
+        self._out: list[pb.Response] = []
+        self._out_ready = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._inflight = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def run(
+        self,
+        frames: AsyncIterator[pb.ClientFrame],
+        write: Callable[[pb.ServerFrame], Awaitable[None]],
+    ) -> None:
+        """Serve the stream until the client closes it or goes away."""
+        reader = asyncio.create_task(self._read(frames))
+        try:
+            while True:
+                await self._out_ready.wait()
+                self._out_ready.clear()
+                if self._out:
+                    batch, self._out = self._out, []
+                    await write(pb.ServerFrame(responses=batch))
+                if reader.done() and not self._tasks and not self._out:
+                    reader.result()
+                    return
+        finally:
+            reader.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            for entry in self.txns.values():
+                self.ns.abort(entry.txn, "the client connection closed")
+            self.txns.clear()
+
+    async def _read(self, frames: AsyncIterator[pb.ClientFrame]) -> None:
+        try:
+            async for frame in frames:
+                for request in frame.requests:
+                    if self._inflight >= self.settings.max_inflight_per_session:
+                        self._room.clear()
+                        await self._room.wait()
+                    self._dispatch(request)
+        finally:
+            self._out_ready.set()
+
+    def _dispatch(self, request: pb.Request) -> None:
+        self._inflight += 1
+        task = start_eagerly(self._handle(request))
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._out_ready.set()
+
+    async def _handle(self, request: pb.Request) -> None:
+        response = pb.Response(id=request.id)
+        op = request.WhichOneof("op")
+        try:
+            if op is None:
+                raise TransactionError("request without an operation")
+            self.counters[op] += 1
+            await self._execute(op, request, response)
+        except PlasmaError as exc:
+            _fail(response, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not take the whole connection down
+            log.exception("request %s failed", op)
+            _fail(response, StorageError(f"internal error: {exc.__class__.__name__}: {exc}"))
+        self._inflight -= 1
+        if not self._room.is_set():
+            self._room.set()
+        self._out.append(response)
+        self._out_ready.set()
+
+    async def _execute(self, op: str, request: pb.Request, response: pb.Response) -> None:
+        handler = HANDLERS.get(op)
+        if op == "begin":
+            self._begin(request)
+            response.done.SetInParent()
+            return
+        assert handler is not None
+        if request.txn == 0:
+            if op not in READ_ONLY:
+                raise TransactionError(f"{op} needs a transaction")
+            await handler(self, None, request, response)
+            return
+        entry = self.txns.get(request.txn)
+        if entry is None:
+            raise TransactionError(f"no open transaction {request.txn}")
+        async with entry.order:
+            try:
+                await handler(self, entry.txn, request, response)
+            finally:
+                if op in ("commit", "abort"):
+                    self.txns.pop(request.txn, None)
+
+    def _begin(self, request: pb.Request) -> None:
+        if request.txn == 0:
+            raise TransactionError("transaction id 0 is reserved")
+        if request.txn in self.txns:
+            raise TransactionError(f"transaction {request.txn} is already open")
+        if len(self.txns) >= self.settings.max_transactions_per_session:
+            raise BusyError(f"too many open transactions on this connection ({len(self.txns)})")
+        wait = request.begin.lock_wait_ms / 1000.0
+        txn = self.ns.begin(request.txn, self.peer, wait)
+        self.txns[request.txn] = _OpenTxn(txn)
+
+
+def _fail(response: pb.Response, exc: PlasmaError) -> None:
+    response.ClearField("result")
+    response.error.code = exc.code  # type: ignore[assignment]
+    response.error.message = str(exc)
+
+
+# --- handlers: translate one request into a namespace call and its result -------------
+
+
+async def _commit(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    assert t is not None
+    await s.ns.commit(t)
+    out.done.SetInParent()
+
+
+async def _abort(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    assert t is not None
+    s.ns.abort(t)
+    out.done.SetInParent()
+
+
+async def _lookup(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    (await s.ns.lookup(t, r.lookup.path, r.lookup.follow)).to_wire(out.attr)
+
+
+async def _getattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    (await s.ns.getattr(t, r.getattr.ino)).to_wire(out.attr)
+
+
+async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.readdir
+    entries, more = await s.ns.readdir(t, q.path, q.after, q.limit, s.settings.max_readdir_page)
+    page = out.dir_page
+    page.more = more
+    for name, inode in entries:
+        item = page.entries.add(name=name.encode(), ino=inode.ino, kind=inode.kind)
+        if q.plus:
+            inode.attr.to_wire(item.attr)
+    page.SetInParent()
+
+
+async def _mkdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.mkdir
+    (await s.ns.mkdir(t, q.path, q.mode, q.uid, q.gid)).to_wire(out.attr)
+
+
+async def _create(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.create
+    attr = await s.ns.create(t, q.path, q.mode, q.uid, q.gid, q.replication, q.blocksize)
+    attr.to_wire(out.attr)
+
+
+async def _unlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    await s.ns.unlink(t, r.unlink.path)
+    out.done.SetInParent()
+
+
+async def _rmdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    await s.ns.rmdir(t, r.rmdir.path)
+    out.done.SetInParent()
+
+
+async def _rename(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.rename
+    await s.ns.rename(t, q.src, q.dst, q.noreplace)
+    out.done.SetInParent()
+
+
+async def _setattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.setattr
+    which = q.WhichOneof("target")
+    attr = await s.ns.setattr(
+        t,
+        raw=q.path if which == "path" else None,
+        ino=q.ino if which == "ino" else None,
+        mode=q.mode if q.HasField("mode") else None,
+        uid=q.uid if q.HasField("uid") else None,
+        gid=q.gid if q.HasField("gid") else None,
+        mtime_ns=q.mtime_ns if q.HasField("mtime_ns") else None,
+        size=q.size if q.HasField("size") else None,
+        replication=q.replication if q.HasField("replication") else None,
+    )
+    attr.to_wire(out.attr)
+
+
+async def _symlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.symlink
+    (await s.ns.symlink(t, q.path, q.target, q.uid, q.gid)).to_wire(out.attr)
+
+
+async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    out.target = (await s.ns.readlink(t, r.readlink.path)).encode()
+
+
+async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    st = s.ns.fsstat()
+    out.fsstat.files = st.files
+    out.fsstat.directories = st.directories
+    out.fsstat.symlinks = st.symlinks
+    out.fsstat.capacity_bytes = st.capacity_bytes
+    out.fsstat.used_bytes = st.used_bytes
+    out.fsstat.live_datanodes = st.live_datanodes
+    out.fsstat.blocksize = st.blocksize
+    out.fsstat.SetInParent()
+
+
+HANDLERS: dict[str, Handler] = {
+    "commit": _commit,
+    "abort": _abort,
+    "lookup": _lookup,
+    "getattr": _getattr,
+    "readdir": _readdir,
+    "mkdir": _mkdir,
+    "create": _create,
+    "unlink": _unlink,
+    "rmdir": _rmdir,
+    "rename": _rename,
+    "setattr": _setattr,
+    "symlink": _symlink,
+    "readlink": _readlink,
+    "fsstat": _fsstat,
+}
+READ_ONLY = frozenset({"lookup", "getattr", "readdir", "readlink", "fsstat"})

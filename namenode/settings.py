@@ -1,0 +1,74 @@
+"""Namenode settings: environment variables PFS_NAMENODE_*, or a TOML file
+(PFS_NAMENODE_CONFIG or --config), environment winning over the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class NamenodeSettings(BaseSettings):
+    """Everything the namenode daemon can be told."""
+
+    model_config = SettingsConfigDict(env_prefix="PFS_NAMENODE_", extra="forbid")
+
+    dsn: str | None = Field(
+        default=None,
+        description="PostgreSQL DSN; when unset, the standard PG* variables are used",
+    )
+    listen: str = Field(default="127.0.0.1:7530", description="host:port to serve gRPC on")
+    ready_file: Path | None = Field(
+        default=None, description="write the bound address here once serving"
+    )
+    read_pool_size: int = Field(default=4, ge=1, le=64)
+    cache_inodes: int = Field(default=1_000_000, ge=16)
+    cache_entries: int = Field(default=1_000_000, ge=16)
+    max_group: int = Field(default=512, ge=1, le=10_000)
+    default_replication: int = Field(default=1, ge=1, le=32)
+    default_blocksize: int = Field(default=1024 * 1024)
+    max_transactions_per_session: int = Field(default=100_000, ge=1)
+    max_inflight_per_session: int = Field(default=8192, ge=1)
+    max_readdir_page: int = Field(default=4096, ge=1, le=65536)
+    grace_seconds: float = Field(default=5.0, ge=0)
+    log_level: str = Field(default="INFO")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_has_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listen must be host:port, got {value!r}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config = os.environ.get("PFS_NAMENODE_CONFIG")
+        if config:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
+        return tuple(sources)
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> NamenodeSettings:
+    """Settings from the environment, an optional TOML file, and explicit overrides."""
+    if config is not None:
+        if not config.is_file():
+            raise FileNotFoundError(f"namenode config file not found: {config}")
+        os.environ["PFS_NAMENODE_CONFIG"] = str(config)
+    return NamenodeSettings(**{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,272 @@
+"""Every SQL statement of the namenode: reads of committed state and the group commit.
+
+Rows become `Inode` records here and nowhere else; driver errors become plasmafs
+errors at this boundary, keyed on SQLSTATE classes, never on message text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.client.errors import StorageError
+from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.records import Inode
+
+INODE_COLUMNS = (
+    "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
+    "version, target"
+)
+
+_APPLY_GROUP = f"""
+SELECT {INODE_COLUMNS} FROM apply_group(
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+    $14, $15, $16, $17, $18, $19, $20, $21, $22)
+"""
+
+
+def inode_from_row(row: asyncpg.Record) -> Inode:
+    """Turn an `inodes` row into an Inode."""
+    return Inode(
+        Attr(
+            row["ino"],
+            FileKind(row["kind"]),
+            row["mode"],
+            row["uid"],
+            row["gid"],
+            row["size"],
+            row["mtime_ns"],
+            row["ctime_ns"],
+            row["nlink"],
+            row["replication"],
+            row["blocksize"],
+            row["version"],
+        ),
+        row["target"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ListedEntry:
+    """A committed directory entry as readdir reads it."""
+
+    name: str
+    ino: int
+    inode: Inode | None
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True when the outcome of a statement on the connection is unknown."""
+    if isinstance(exc, asyncpg.PostgresError):
+        sqlstate = getattr(exc, "sqlstate", "") or ""
+        # 08: connection exception, 57P: operator intervention (shutdown, crash)
+        return sqlstate.startswith(("08", "57P"))
+    return isinstance(exc, asyncpg.InterfaceError | OSError | ConnectionError | TimeoutError)
+
+
+class Store:
+    """The namenode's PostgreSQL: a pool for reads, one connection for commits."""
+
+    def __init__(self, dsn: str | None, read_pool_size: int) -> None:
+        self._dsn = dsn
+        self._read_pool_size = read_pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._writer: asyncpg.Connection | None = None
+        self._holder: asyncpg.Connection | None = None
+
+    async def open(self) -> None:
+        """Connect the read pool and the commit connection."""
+        self._pool = await asyncpg.create_pool(
+            self._dsn,
+            min_size=1,
+            max_size=self._read_pool_size,
+            server_settings={"application_name": "pfs-namenode-read"},
+            reset=_keep_session,
+        )
+        self._writer = await self._connect("pfs-namenode-commit")
+
+    async def _connect(self, name: str) -> asyncpg.Connection:
+        return await asyncpg.connect(self._dsn, server_settings={"application_name": name})
+
+    async def close(self) -> None:
+        """Close every connection."""
+        if self._pool is not None:
+            await self._pool.close()
+        for conn in (self._writer, self._holder):
+            if conn is not None and not conn.is_closed():
+                await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[asyncpg.Connection]:
+        assert self._pool is not None
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
+
+    async def hold_active_lock(self, key: int) -> bool:
+        """Take the session advisory lock that makes this namenode the active one."""
+        self._holder = await self._connect("pfs-namenode-active")
+        return bool(await self._holder.fetchval("SELECT pg_try_advisory_lock($1)", key))
+
+    # --- reads of committed state -------------------------------------------------
+
+    async def get_inodes(self, inos: list[int]) -> dict[int, Inode]:
+        """The committed inodes among `inos` (absent ones are missing from the result)."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                f"SELECT {INODE_COLUMNS} FROM inodes WHERE ino = ANY($1::bigint[])", inos
+            )
+        return {r["ino"]: inode_from_row(r) for r in rows}
+
+    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
+        """The committed entries among (parent, name) `keys`, mapped to inode numbers."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                """SELECT e.parent, e.name, e.ino
+                   FROM unnest($1::bigint[], $2::text[]) AS k(parent, name)
+                   JOIN entries e ON e.parent = k.parent AND e.name = k.name COLLATE "C"
+                """,
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+            )
+        return {(r["parent"], r["name"]): r["ino"] for r in rows}
+
+    async def get_parent(self, ino: int) -> int | None:
+        """The committed parent directory of directory `ino`, or None."""
+        async with self._read() as conn:
+            value = await conn.fetchval("SELECT parent FROM entries WHERE ino = $1 LIMIT 1", ino)
+        return int(value) if value is not None else None
+
+    async def list_entries(
+        self, parent: int, after: str, limit: int, with_inodes: bool
+    ) -> list[ListedEntry]:
+        """Up to `limit` committed entries of `parent` whose names sort after `after`."""
+        async with self._read() as conn:
+            if with_inodes:
+                cols = ", ".join("i." + c.strip() for c in INODE_COLUMNS.split(","))
+                rows = await conn.fetch(
+                    f"""SELECT e.name AS entry_name, {cols} FROM entries e
+                        JOIN inodes i ON i.ino = e.ino
+                        WHERE e.parent = $1 AND e.name > $2 ORDER BY e.name LIMIT $3""",
+                    parent,
+                    after,
+                    limit,
+                )
+                return [ListedEntry(r["entry_name"], r["ino"], inode_from_row(r)) for r in rows]
+            rows = await conn.fetch(
+                """SELECT name, ino FROM entries WHERE parent = $1 AND name > $2
+                   ORDER BY name LIMIT $3""",
+                parent,
+                after,
+                limit,
+            )
+        return [ListedEntry(r["name"], r["ino"], None) for r in rows]
+
+    async def reserve_inode_numbers(self) -> int:
+        """The first of 1024 fresh inode numbers (the sequence's increment)."""
+        async with self._read() as conn:
+            return int(await conn.fetchval("SELECT nextval('inode_numbers')"))
+
+    async def count_kinds(self) -> dict[FileKind, int]:
+        """How many inodes of each kind exist."""
+        async with self._read() as conn:
+            rows = await conn.fetch("SELECT kind, count(*) AS n FROM inodes GROUP BY kind")
+        return {FileKind(r["kind"]): int(r["n"]) for r in rows}
+
+    # --- the group commit ---------------------------------------------------------
+
+    async def apply(self, changesets: Sequence[ChangeSet]) -> list[Inode]:
+        """Write `changesets` in one PostgreSQL transaction; return the touched directories.
+
+        The caller guarantees that no two change sets write the same inode row or
+        entry (their transactions hold exclusive locks on them); touches of one
+        directory by several change sets are merged here.
+        """
+        upserts: dict[int, Inode] = {}
+        deleted_inodes: list[int] = []
+        removed: list[tuple[int, str]] = []
+        linked: list[tuple[int, str, int]] = []
+        touches: dict[int, list[int]] = {}
+        for cs in changesets:
+            for ino, inode in cs.inodes.items():
+                if inode is None:
+                    deleted_inodes.append(ino)
+                else:
+                    upserts[ino] = inode
+            for (parent, name), target in cs.entries.items():
+                if target is None:
+                    removed.append((parent, name))
+                else:
+                    linked.append((parent, name, target))
+            for ino, touch in cs.touches.items():
+                merged = touches.setdefault(ino, [0, 0])
+                merged[0] = max(merged[0], touch.mtime_ns)
+                merged[1] += touch.nlink_delta
+        order = sorted(touches)  # a fixed order keeps row locks deadlock-free
+        conn = await self._writer_connection()
+        rows = await conn.fetch(
+            _APPLY_GROUP,
+            *_inode_columns(upserts.values()),
+            *_columns(removed, 2),
+            *_columns(linked, 3),
+            deleted_inodes,
+            order,
+            [touches[i][0] for i in order],
+            [touches[i][1] for i in order],
+        )
+        return [inode_from_row(r) for r in rows]
+
+    async def _writer_connection(self) -> asyncpg.Connection:
+        if self._writer is None or self._writer.is_closed():
+            self._writer = await self._connect("pfs-namenode-commit")
+        return self._writer
+
+    async def reset_writer(self) -> None:
+        """Drop the commit connection after a failure; the next commit reconnects."""
+        if self._writer is not None:
+            self._writer.terminate()
+        self._writer = None
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    # Read connections never change session state; asyncpg's default reset would cost
+    # a round trip on every release.
+    return None
+
+
+def _columns(rows: Iterable[tuple[object, ...]], width: int) -> list[list[object]]:
+    cols: list[list[object]] = [[] for _ in range(width)]
+    for row in rows:
+        for col, value in zip(cols, row, strict=True):
+            col.append(value)
+    return cols
+
+
+def _inode_columns(inodes: Iterable[Inode]) -> list[list[object]]:
+    return _columns(
+        (
+            (
+                n.attr.ino,
+                int(n.attr.kind),
+                n.attr.mode,
+                n.attr.uid,
+                n.attr.gid,
+                n.attr.size,
+                n.attr.mtime_ns,
+                n.attr.ctime_ns,
+                n.attr.nlink,
+                n.attr.replication,
+                n.attr.blocksize,
+                n.attr.version,
+                n.target,
+            )
+            for n in inodes
+        ),
+        13,
+    )
