@@ -1,0 +1,402 @@
+"""`pfs`: the command-line client.
+
+Every command prints one line per error (`pfs: CMD: message`) and exits non-zero if
+anything failed; it goes on with the other paths where that makes sense, as
+coreutils do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import grp
+import pwd
+import sys
+from collections.abc import Awaitable, Callable
+
+import uvloop
+
+from plasmafs.client import config, formatting, paths
+from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.client.client import Client
+from plasmafs.client.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    PlasmaError,
+)
+from plasmafs.client.local import cluster
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CommandFailed(Exception):
+    """Some paths failed; their errors were printed already."""
+
+
+class Reporter:
+    """Prints errors the coreutils way and remembers that one happened."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.failed = False
+
+    def error(self, message: str) -> None:
+        print(f"pfs: {self.command}: {message}", file=sys.stderr)
+        self.failed = True
+
+    async def each(self, items: list[str], action: Callable[[str], Awaitable[None]]) -> None:
+        for item in items:
+            try:
+                await action(item)
+            except PlasmaError as exc:
+                self.error(str(exc))
+        if self.failed:
+            raise CommandFailed
+
+
+# --- ls -----------------------------------------------------------------------------------
+
+
+async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    targets = args.paths or ["/"]
+    headers = len(targets) > 1 or args.recursive
+    first = True
+    for target in targets:
+        try:
+            path = paths.normalize(target)
+            attr = await fs.lookup(path, follow=not args.directory)
+        except PlasmaError as exc:
+            out.error(str(exc))
+            continue
+        if attr.kind is not FileKind.DIRECTORY or args.directory:
+            await _print_entry(fs, args, path, path, attr)
+            continue
+        queue = [path]
+        while queue:
+            directory = queue.pop(0)
+            if headers:
+                print(("" if first else "\n") + f"{directory}:")
+            first = False
+            subdirs: list[str] = []
+            try:
+                async for entry in fs.scandir(directory, plus=args.long or args.inode):
+                    full = paths.join(directory, entry.name)
+                    await _print_entry(fs, args, entry.name, full, entry.attr, entry.ino)
+                    if args.recursive and entry.kind is FileKind.DIRECTORY:
+                        subdirs.append(full)
+            except PlasmaError as exc:
+                out.error(f"{directory}: {exc}")
+            queue[0:0] = subdirs
+    if out.failed:
+        raise CommandFailed
+
+
+async def _print_entry(
+    fs: Client,
+    args: argparse.Namespace,
+    name: str,
+    full: str,
+    attr: Attr | None,
+    ino: int | None = None,
+) -> None:
+    if args.long:
+        assert attr is not None
+        target = await fs.readlink(full) if attr.kind is FileKind.SYMLINK else None
+        print(formatting.long_line(name, attr, inode=args.inode, target=target))
+    elif args.inode:
+        print(f"{(attr.ino if attr else ino):>10} {name}")
+    else:
+        print(name)
+
+
+# --- namespace changes ------------------------------------------------------------------------
+
+
+async def cmd_mkdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    mode = parse_mode(args.mode)
+
+    async def one(path: str) -> None:
+        await fs.mkdir(path, mode, parents=args.parents)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_rmdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    await out.each(args.paths, fs.rmdir)
+
+
+async def cmd_rm(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        try:
+            attr = await fs.lookup(path)
+        except NotFoundError:
+            if args.force:
+                return
+            raise
+        if attr.kind is FileKind.DIRECTORY:
+            if not args.recursive:
+                out.error(f"{path}: is a directory (use -r)")
+                return
+            await remove_tree(fs, paths.normalize(path))
+        else:
+            await fs.unlink(path)
+
+    await out.each(args.paths, one)
+
+
+async def remove_tree(fs: Client, path: str, batch: int = 1000) -> None:
+    """Remove `path` and everything below it, a transaction per batch of entries."""
+    while True:
+        entries, _ = await fs.readdir(path, limit=batch)
+        if not entries:
+            break
+        for entry in entries:
+            if entry.kind is FileKind.DIRECTORY:
+                await remove_tree(fs, paths.join(path, entry.name), batch)
+        files = [e for e in entries if e.kind is not FileKind.DIRECTORY]
+        if files:
+            async with fs.transaction() as t:
+                results = await asyncio.gather(
+                    *(t.unlink(paths.join(path, e.name)) for e in files), return_exceptions=True
+                )
+            for result in results:
+                if isinstance(result, BaseException) and not isinstance(result, NotFoundError):
+                    raise result
+    await fs.rmdir(path)
+
+
+async def cmd_mv(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    *sources, dest = args.paths
+    dest = paths.normalize(dest)
+    try:
+        dest_attr: Attr | None = await fs.stat(dest)
+    except NotFoundError:
+        dest_attr = None
+    into_dir = dest_attr is not None and dest_attr.kind is FileKind.DIRECTORY
+    if len(sources) > 1 and not into_dir:
+        raise_usage(f"target {dest} is not a directory")
+
+    async def one(src: str) -> None:
+        src = paths.normalize(src)
+        target = paths.join(dest, paths.parent_and_name(src)[1]) if into_dir else dest
+        await fs.rename(src, target)
+
+    await out.each(sources, one)
+
+
+async def cmd_touch(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        await fs.touch(path)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_symlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        await fs.symlink(path, args.target)
+
+    await out.each([args.path], one)
+
+
+async def cmd_readlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        print(await fs.readlink(path))
+
+    await out.each(args.paths, one)
+
+
+async def cmd_chmod(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    mode = parse_mode(args.mode)
+
+    async def one(path: str) -> None:
+        await fs.chmod(path, mode)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_chown(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    uid, gid = parse_owner(args.owner)
+
+    async def one(path: str) -> None:
+        await fs.chown(path, uid, gid)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_stat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        print(formatting.stat_block(paths.normalize(path), await fs.lookup(path)))
+
+    await out.each(args.paths, one)
+
+
+async def cmd_fsstat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    print(formatting.fsstat_report(await fs.fsstat()))
+
+
+# --- argument helpers ---------------------------------------------------------------------
+
+
+def raise_usage(message: str) -> None:
+    raise InvalidArgumentError(message)
+
+
+def parse_mode(text: str) -> int:
+    """An octal mode such as 755 or 0o644."""
+    try:
+        mode = int(text.removeprefix("0o"), 8)
+    except ValueError:
+        raise InvalidArgumentError(f"invalid mode {text!r}: give octal digits, e.g. 755") from None
+    if not 0 <= mode <= 0o7777:
+        raise InvalidArgumentError(f"invalid mode {text!r}: must be at most 7777")
+    return mode
+
+
+def parse_owner(text: str) -> tuple[int | None, int | None]:
+    """OWNER[:GROUP] by name or number."""
+    owner, _, group = text.partition(":")
+    uid = _lookup_id(owner, lambda n: pwd.getpwnam(n).pw_uid, "user") if owner else None
+    gid = _lookup_id(group, lambda n: grp.getgrnam(n).gr_gid, "group") if group else None
+    if uid is None and gid is None:
+        raise InvalidArgumentError(f"invalid owner {text!r}")
+    return uid, gid
+
+
+def _lookup_id(text: str, by_name: Callable[[str], int], what: str) -> int:
+    if text.isdigit():
+        value = int(text)
+        if value > 0xFFFFFFFF:
+            raise InvalidArgumentError(f"{what} id {text} is out of range")
+        return value
+    try:
+        return by_name(text)
+    except KeyError:
+        raise InvalidArgumentError(f"unknown {what} {text!r}") from None
+
+
+# --- local cluster ------------------------------------------------------------------------
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    home = config.pfs_home()
+    if args.action == "up":
+        state, started = cluster.up(home)
+        verb = "started" if started else "already running"
+        print(f"local cluster {verb} in {home}")
+        print(f"  namenode:   {state.namenode_address} (pid {state.namenode_pid})")
+        where = f"embedded, {home / 'postgres'}" if state.embedded_postgres else "external"
+        print(f"  postgresql: {where}")
+        print(
+            f"  client config: {home / config.CLIENT_CONFIG} (pfs commands in this PFS_HOME use it)"
+        )
+    elif args.action == "down":
+        stopped = cluster.down(home)
+        print("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+    else:
+        report = cluster.status(home)
+        for name, line in report.items():
+            print(f"{name + ':':<12} {line}")
+        if any("NOT" in line or "not started" in line for line in report.values()):
+            return EXIT_FAILED
+    return 0
+
+
+# --- entry point --------------------------------------------------------------------------
+
+COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[None]]] = {
+    "ls": cmd_ls,
+    "mkdir": cmd_mkdir,
+    "rmdir": cmd_rmdir,
+    "rm": cmd_rm,
+    "mv": cmd_mv,
+    "touch": cmd_touch,
+    "symlink": cmd_symlink,
+    "readlink": cmd_readlink,
+    "chmod": cmd_chmod,
+    "chown": cmd_chown,
+    "stat": cmd_stat,
+    "fsstat": cmd_fsstat,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = argparse.ArgumentParser(prog="pfs", description="plasmafs command-line client")
+    parser.add_argument(
+        "--namenode",
+        help="host:port (default: PFS_CLIENT_NAMENODE or the local cluster's PFS_HOME/client.json)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ls", help="list directories")
+    p.add_argument("-l", dest="long", action="store_true", help="long format")
+    p.add_argument("-i", dest="inode", action="store_true", help="show inode numbers")
+    p.add_argument("-R", dest="recursive", action="store_true", help="recurse")
+    p.add_argument("-d", dest="directory", action="store_true", help="list directories themselves")
+    p.add_argument("paths", nargs="*")
+    p = sub.add_parser("mkdir", help="create directories")
+    p.add_argument("-p", dest="parents", action="store_true", help="create parents, allow existing")
+    p.add_argument("-m", dest="mode", default="755", help="octal mode (default 755)")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("rmdir", help="remove empty directories")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("rm", help="remove files (and trees with -r)")
+    p.add_argument("-r", "-R", dest="recursive", action="store_true", help="remove directories too")
+    p.add_argument("-f", dest="force", action="store_true", help="ignore missing paths")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("mv", help="rename or move into a directory")
+    p.add_argument("paths", nargs="+", metavar="SRC... DST")
+    p = sub.add_parser("touch", help="create empty files or update mtime")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("symlink", help="create a symbolic link PATH -> TARGET")
+    p.add_argument("target")
+    p.add_argument("path")
+    p = sub.add_parser("readlink", help="print symbolic link targets")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("chmod", help="change permission bits (octal)")
+    p.add_argument("mode")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("chown", help="change owner (OWNER[:GROUP])")
+    p.add_argument("owner")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("stat", help="show attributes")
+    p.add_argument("paths", nargs="+")
+    sub.add_parser("fsstat", help="namespace counts and cluster space")
+    p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    return parser
+
+
+async def _run(args: argparse.Namespace) -> None:
+    if args.command == "mv" and len(args.paths) < 2:
+        raise InvalidArgumentError("mv needs a source and a destination")
+    fs = Client(config.namenode_address(args.namenode))
+    try:
+        await fs.connection()
+        await COMMANDS[args.command](fs, args, Reporter(args.command))
+    finally:
+        await fs.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one pfs command; return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "local":
+            return cmd_local(args)
+        uvloop.run(_run(args))
+    except CommandFailed:
+        return EXIT_FAILED
+    except PlasmaError as exc:
+        print(f"pfs: {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

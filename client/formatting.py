@@ -1,0 +1,99 @@
+"""How the CLI prints attributes: `ls -l` lines, `stat` blocks, `fsstat` reports."""
+
+from __future__ import annotations
+
+import grp
+import pwd
+import stat as statmod
+import time
+from functools import lru_cache
+
+from plasmafs.client.attributes import Attr, FileKind, FsStat
+
+
+@lru_cache(maxsize=1024)
+def user_name(uid: int) -> str:
+    """The local name of `uid`, or the number."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@lru_cache(maxsize=1024)
+def group_name(gid: int) -> str:
+    """The local name of `gid`, or the number."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def mode_string(attr: Attr) -> str:
+    """`drwxr-xr-x` style."""
+    return statmod.filemode(attr.st_mode)
+
+
+def time_string(ns: int) -> str:
+    """Local time to the minute, as ls prints it."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ns / 1e9))
+
+
+def long_line(name: str, attr: Attr, *, inode: bool, target: str | None = None) -> str:
+    """One `ls -l` line: mode, links, replication, owner, group, size, mtime, name."""
+    replication = str(attr.replication) if attr.kind is FileKind.FILE else "-"
+    line = (
+        f"{mode_string(attr)} {attr.nlink:>3} {replication:>2} {user_name(attr.uid):<8} "
+        f"{group_name(attr.gid):<8} {attr.size:>12} {time_string(attr.mtime_ns)} {name}"
+    )
+    if target is not None:
+        line += f" -> {target}"
+    return f"{attr.ino:>10} {line}" if inode else line
+
+
+def stat_block(path: str, attr: Attr) -> str:
+    """The `pfs stat` report of one path."""
+    kind = {
+        FileKind.FILE: "regular file",
+        FileKind.DIRECTORY: "directory",
+        FileKind.SYMLINK: "symbolic link",
+    }[attr.kind]
+    return "\n".join(
+        [
+            f"  File: {path}",
+            f"  Size: {attr.size:<12} Blocksize: {attr.blocksize:<10} {kind}",
+            f" Inode: {attr.ino:<12} Links: {attr.nlink:<6} Replication: {attr.replication}",
+            f"Access: ({attr.mode:04o}/{mode_string(attr)})"
+            f"  Uid: ({attr.uid}/{user_name(attr.uid)})  Gid: ({attr.gid}/{group_name(attr.gid)})",
+            f"Modify: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(attr.mtime_ns / 1e9))}"
+            f".{attr.mtime_ns % 1_000_000_000:09d}",
+            f"Change: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(attr.ctime_ns / 1e9))}"
+            f".{attr.ctime_ns % 1_000_000_000:09d}",
+            f"Version: {attr.version}",
+        ]
+    )
+
+
+def human_bytes(n: int) -> str:
+    """1.5 GiB style."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    return f"{n} B"
+
+
+def fsstat_report(st: FsStat) -> str:
+    """The `pfs fsstat` report."""
+    return "\n".join(
+        [
+            f"files:          {st.files}",
+            f"directories:    {st.directories}",
+            f"symlinks:       {st.symlinks}",
+            f"capacity:       {human_bytes(st.capacity_bytes)}",
+            f"used:           {human_bytes(st.used_bytes)}",
+            f"live datanodes: {st.live_datanodes}",
+            f"blocksize:      {human_bytes(st.blocksize)}",
+        ]
+    )

