@@ -1,0 +1,132 @@
+"""What the benchmarks share: a throw-away local cluster, timed loops, CPU accounting,
+and the BENCHMARKS.md section writer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from plasmafs.client.local.cluster import start_namenode_process, stop_process
+from plasmafs.client.local.postgres import LocalPostgres, start_postgres, stop_postgres
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class BenchCluster:
+    """PostgreSQL plus a namenode, started for one benchmark run."""
+
+    workdir: Path
+    pg: LocalPostgres
+    namenode_pid: int
+    namenode_address: str
+
+    def dsn(self, database: str = "plasmafs") -> str:
+        """DSN of a database on the run's PostgreSQL."""
+        return self.pg.dsn(database)
+
+
+@contextmanager
+def bench_cluster() -> Iterator[BenchCluster]:
+    """Start PostgreSQL (embedded) and a namenode in a temporary directory."""
+    workdir = Path(tempfile.mkdtemp(prefix="pfs-bench-"))
+    pg = start_postgres(workdir / "postgres")
+    pid = 0
+    try:
+        asyncio.run(_create_database(pg.dsn(), "plasmafs"))
+        pid, address = start_namenode_process(workdir, pg.dsn("plasmafs"), "127.0.0.1:0")
+        yield BenchCluster(workdir, pg, pid, address)
+    finally:
+        if pid:
+            stop_process(pid, "plasmafs.namenode")
+        stop_postgres(pg.datadir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _create_database(admin: str, name: str) -> None:
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User+system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+@dataclass
+class Rate:
+    """Operations per second, and the namenode CPU each cost (if measured)."""
+
+    ops: int
+    seconds: float
+    server_cpu: float | None = None
+
+    @property
+    def per_second(self) -> float:
+        """Throughput."""
+        return self.ops / self.seconds if self.seconds else 0.0
+
+    @property
+    def server_us_per_op(self) -> float | None:
+        """Namenode CPU microseconds per operation."""
+        if self.server_cpu is None or not self.ops:
+            return None
+        return self.server_cpu / self.ops * 1e6
+
+
+async def timed(
+    concurrency: int,
+    seconds: float,
+    worker: Callable[[int, Callable[[], bool]], Awaitable[int]],
+    server_pid: int | None = None,
+) -> Rate:
+    """Run `concurrency` workers until `seconds` pass; each returns how many ops it did."""
+    deadline = time.perf_counter() + seconds
+    cpu0 = cpu_seconds(server_pid) if server_pid else None
+    start = time.perf_counter()
+    counts = await asyncio.gather(
+        *(worker(i, lambda: time.perf_counter() < deadline) for i in range(concurrency))
+    )
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(server_pid) - cpu0 if server_pid and cpu0 is not None else None
+    return Rate(sum(counts), elapsed, cpu)
+
+
+def start_echo_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The unary echo floor, in its own process."""
+    ready = workdir / "echo.ready"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtests.echo_server", str(ready)])
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("echo server did not start")
+        time.sleep(0.02)
+    return proc, ready.read_text().strip()
+
+
+def update_benchmarks_md(path: Path, section: str, body: str) -> None:
+    """Replace the section between `<!-- section:begin -->` and `<!-- section:end -->`."""
+    begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
+    text = path.read_text() if path.exists() else "# plasmafs benchmarks\n"
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    text = (
+        pattern.sub(lambda _: block, text) if pattern.search(text) else text + "\n" + block + "\n"
+    )
+    path.write_text(text)
