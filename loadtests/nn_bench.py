@@ -18,7 +18,6 @@ The last line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import time
