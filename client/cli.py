@@ -71,6 +71,7 @@ async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             continue
         if attr.kind is not FileKind.DIRECTORY or args.directory:
             await _print_entry(fs, args, path, path, attr)
+            first = False
             continue
         queue = [path]
         while queue:
@@ -135,6 +136,9 @@ async def cmd_rm(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
                 return
             raise
         if attr.kind is FileKind.DIRECTORY:
+            if paths.normalize(path) == "/":
+                out.error("refusing to remove the root directory '/'")
+                return
             if not args.recursive:
                 out.error(f"{path}: is a directory (use -r)")
                 return
@@ -248,8 +252,8 @@ def parse_mode(text: str) -> int:
         mode = int(text.removeprefix("0o"), 8)
     except ValueError:
         raise InvalidArgumentError(f"invalid mode {text!r}: give octal digits, e.g. 755") from None
-    if not 0 <= mode <= 0o7777:
-        raise InvalidArgumentError(f"invalid mode {text!r}: must be at most 7777")
+    if not 0 <= mode <= 0o7777 or text.startswith("-"):
+        raise InvalidArgumentError(f"invalid mode {text!r}: give octal digits from 0 to 7777")
     return mode
 
 

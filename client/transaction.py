@@ -87,9 +87,14 @@ class Reads:
     ) -> tuple[list[DirEntry], bool]:
         """One page of entries sorting after `after`, and whether more may follow."""
         raw = paths.encode(path)
+        try:
+            cursor = after.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"readdir cursor is not encodable: {after!r}") from exc
+        _u32(limit=max(0, limit))
         request, future = self._new()
         q = request.readdir
-        q.path, q.after, q.limit, q.plus = raw, after.encode("utf-8"), max(0, limit), plus
+        q.path, q.after, q.limit, q.plus = raw, cursor, max(0, limit), plus
         page = (await self._result(future)).dir_page
         entries = [
             DirEntry(

@@ -141,6 +141,13 @@ class NamespaceCache:
         """Record a committed inode row (None: deleted)."""
         self.inodes.put(ino, inode, epoch)
 
+    def commit_newer_inode(self, inode: Inode, epoch: int) -> None:
+        """Record a committed row unless the cache already holds a later version of it."""
+        cached = self.inodes.get(inode.ino)
+        if isinstance(cached, Inode) and cached.attr.version > inode.attr.version:
+            return
+        self.inodes.put(inode.ino, inode, epoch)
+
     def commit_entry(self, parent: int, name: str, ino: int | None, epoch: int) -> None:
         """Record a committed entry (None: removed)."""
         self.entries.put((parent, name), ino, epoch)

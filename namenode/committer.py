@@ -1,9 +1,12 @@
 """Group commit: change sets that are ready together go to PostgreSQL in one transaction.
 
-One writer loop takes every change set queued while the previous group was being
-written, so a single WAL flush acknowledges many commits. Transactions in a group
-never conflict (they hold exclusive locks on what they change), so a group is applied
-in any order. After PostgreSQL acknowledged a group, its changes go into the cache,
+A few writer loops ("lanes", each with its own PostgreSQL connection and so its own
+backend process) take every change set queued while they were busy, so a single WAL
+flush acknowledges many commits and the PostgreSQL work of groups proceeds in parallel.
+Transactions never conflict with each other's change sets (they hold exclusive locks
+on what they change until their commit is answered); the only rows two lanes may both
+write are directories touched commutatively (mtime, link count), which PostgreSQL's
+row locks order. After PostgreSQL acknowledged a group, its changes go into the cache,
 and only then are the waiting commits answered.
 """
 
@@ -18,7 +21,7 @@ from plasmafs.client.attributes import FileKind
 from plasmafs.client.errors import PlasmaError, ShutdownError, StorageError
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.store import Store, is_connection_error
+from plasmafs.namenode.store import Store, is_connection_error, is_retryable
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,7 @@ class Committer:
         cache: NamespaceCache,
         max_group: int,
         on_committed: Callable[[ChangeSet], None],
+        lanes: int = 1,
     ) -> None:
         self._store = store
         self._cache = cache
@@ -55,20 +59,23 @@ class Committer:
         self._on_committed = on_committed
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._lanes = lanes
+        self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.stats = CommitStats()
 
     def start(self) -> None:
         """Start the writer loop."""
-        self._task = asyncio.create_task(self._run(), name="pfs-committer")
+        self._tasks = [
+            asyncio.create_task(self._run(lane), name=f"pfs-committer-{lane}")
+            for lane in range(self._lanes)
+        ]
 
     async def stop(self) -> None:
         """Write what is queued, then stop the loop."""
         self._closing = True
         self._wakeup.set()
-        if self._task is not None:
-            await self._task
+        await asyncio.gather(*self._tasks)
 
     def enqueue(self, changeset: ChangeSet) -> asyncio.Future[None]:
         """Queue `changeset`; the future resolves once PostgreSQL acknowledged it."""
@@ -79,28 +86,35 @@ class Committer:
         self._wakeup.set()
         return pending.done
 
-    async def _run(self) -> None:
+    async def _run(self, lane: int) -> None:
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._queue:
-                group = self._queue[: self._max_group]
-                del self._queue[: self._max_group]
-                await self._write(group)
-            if self._closing:
+            while not self._queue and not self._closing:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            if not self._queue:
+                self._wakeup.set()  # let the other lanes see the closing too
                 return
+            group = self._queue[: self._max_group]
+            del self._queue[: self._max_group]
+            if self._queue:
+                self._wakeup.set()  # more for an idle lane
+            await self._write(group, lane)
 
-    async def _write(self, group: list[_Pending]) -> None:
+    async def _write(self, group: list[_Pending], lane: int, attempt: int = 1) -> None:
         try:
-            touched = await self._store.apply([p.changeset for p in group])
+            touched = await self._store.apply([p.changeset for p in group], lane)
         except Exception as exc:
+            if is_retryable(exc) and attempt < 5:
+                log.info("group commit of %d: %s; retrying", len(group), exc)
+                await self._write(group, lane, attempt + 1)
+                return
             if is_connection_error(exc) or len(group) == 1:
-                await self._fail(group, exc)
+                await self._fail(group, exc, lane)
                 return
             # One bad change set must not fail the others: write them one by one.
             log.warning("group commit of %d failed (%s); retrying singly", len(group), exc)
             for pending in group:
-                await self._write([pending])
+                await self._write([pending], lane)
             return
         self._publish(group, touched)
 
@@ -117,7 +131,8 @@ class Committer:
                 cache.commit_entry(parent, name, target, epoch)
             self._on_committed(cs)
         for inode in touched:
-            cache.commit_inode(inode.ino, inode, epoch)
+            # Two lanes may touch one directory; its version orders their rows.
+            cache.commit_newer_inode(inode, epoch)
         stats = self.stats
         stats.commits += len(group)
         stats.groups += 1
@@ -126,13 +141,13 @@ class Committer:
             if not pending.done.done():
                 pending.done.set_result(None)
 
-    async def _fail(self, group: list[_Pending], exc: BaseException) -> None:
+    async def _fail(self, group: list[_Pending], exc: BaseException, lane: int) -> None:
         self.stats.failed += len(group)
         if is_connection_error(exc):
             # PostgreSQL may or may not have committed: forget everything cached.
             log.error("commit outcome unknown, connection failed: %s", exc)
             self._cache.invalidate_all()
-            await self._store.reset_writer()
+            await self._store.reset_writer(lane)
             error: PlasmaError = StorageError(
                 f"commit outcome unknown: the metadata store connection failed ({exc})"
             )

@@ -59,12 +59,15 @@ class Namespace:
         default_blocksize: int,
         max_group: int,
         read_concurrency: int,
+        commit_lanes: int = 1,
     ) -> None:
         self.store = store
         self.cache = cache
         self.reader = CoalescingReader(store, cache, read_concurrency)
         self.locks = LockManager()
-        self.committer = Committer(store, cache, max_group, self._count_committed)
+        self.committer = Committer(
+            store, cache, max_group, self._count_committed, lanes=commit_lanes
+        )
         self.default_replication = check_replication(default_replication)
         self.default_blocksize = check_blocksize(default_blocksize)
         self.counts: dict[FileKind, int] = {}
@@ -280,10 +283,7 @@ class Namespace:
         directory = await self.resolve(txn, paths.split_canonical(raw), follow_last=True)
         if directory.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"not a directory: {raw.decode(errors='replace')}")
-        try:
-            cursor = after.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidArgumentError("readdir cursor is not valid UTF-8") from exc
+        cursor = check_cursor(after)
         limit = max(1, min(limit or max_limit, max_limit))
         cs = txn.cs if txn is not None else None
         changed = cs.children.get(directory.ino, set()) if cs is not None else set()
@@ -598,6 +598,16 @@ class Namespace:
 
 def _pending(cs: ChangeSet, ino: int) -> bool:
     return ino in cs.inodes or ino in cs.touches
+
+
+def check_cursor(after: bytes) -> str:
+    """A readdir cursor: empty, or anything a name could be (it need not exist)."""
+    if len(after) > paths.MAX_NAME_BYTES or b"\0" in after:
+        raise InvalidArgumentError("readdir cursor is longer than a name or contains NUL")
+    try:
+        return after.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError("readdir cursor is not valid UTF-8") from exc
 
 
 def check_mode(mode: int) -> int:

@@ -65,7 +65,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
             raise ConfigError(f"the database encoding must be UTF8, not {enc}")
     finally:
         await conn.close()
-    store = Store(settings.dsn, settings.read_pool_size)
+    store = Store(settings.dsn, settings.read_pool_size, settings.commit_lanes)
     if not await store.hold_active_lock(ACTIVE_LOCK_KEY):
         await store.close()
         raise BusyError("another namenode is already serving this database")
@@ -77,6 +77,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         default_replication=settings.default_replication,
         default_blocksize=settings.default_blocksize,
         max_group=settings.max_group,
+        commit_lanes=settings.commit_lanes,
         read_concurrency=settings.read_pool_size,
     )
     await namespace.start()

@@ -59,6 +59,14 @@ class ListedEntry:
     inode: Inode | None
 
 
+def is_retryable(exc: BaseException) -> bool:
+    """True for a deadlock or serialization failure: nothing was applied, try again."""
+    return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "sqlstate", "") in (
+        "40001",
+        "40P01",
+    )
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """True when the outcome of a statement on the connection is unknown."""
     if isinstance(exc, asyncpg.PostgresError):
@@ -71,11 +79,11 @@ def is_connection_error(exc: BaseException) -> bool:
 class Store:
     """The namenode's PostgreSQL: a pool for reads, one connection for commits."""
 
-    def __init__(self, dsn: str | None, read_pool_size: int) -> None:
+    def __init__(self, dsn: str | None, read_pool_size: int, commit_lanes: int = 1) -> None:
         self._dsn = dsn
         self._read_pool_size = read_pool_size
         self._pool: asyncpg.Pool | None = None
-        self._writer: asyncpg.Connection | None = None
+        self._writers: list[asyncpg.Connection | None] = [None] * commit_lanes
         self._holder: asyncpg.Connection | None = None
 
     async def open(self) -> None:
@@ -87,7 +95,8 @@ class Store:
             server_settings={"application_name": "pfs-namenode-read"},
             reset=_keep_session,
         )
-        self._writer = await self._connect("pfs-namenode-commit")
+        for lane in range(len(self._writers)):
+            await self._writer_connection(lane)
 
     async def _connect(self, name: str) -> asyncpg.Connection:
         return await asyncpg.connect(self._dsn, server_settings={"application_name": name})
@@ -96,7 +105,7 @@ class Store:
         """Close every connection."""
         if self._pool is not None:
             await self._pool.close()
-        for conn in (self._writer, self._holder):
+        for conn in (*self._writers, self._holder):
             if conn is not None and not conn.is_closed():
                 await conn.close()
 
@@ -181,7 +190,7 @@ class Store:
 
     # --- the group commit ---------------------------------------------------------
 
-    async def apply(self, changesets: Sequence[ChangeSet]) -> list[Inode]:
+    async def apply(self, changesets: Sequence[ChangeSet], lane: int = 0) -> list[Inode]:
         """Write `changesets` in one PostgreSQL transaction; return the touched directories.
 
         The caller guarantees that no two change sets write the same inode row or
@@ -209,7 +218,7 @@ class Store:
                 merged[0] = max(merged[0], touch.mtime_ns)
                 merged[1] += touch.nlink_delta
         order = sorted(touches)  # a fixed order keeps row locks deadlock-free
-        conn = await self._writer_connection()
+        conn = await self._writer_connection(lane)
         rows = await conn.fetch(
             _APPLY_GROUP,
             *_inode_columns(upserts.values()),
@@ -222,16 +231,18 @@ class Store:
         )
         return [inode_from_row(r) for r in rows]
 
-    async def _writer_connection(self) -> asyncpg.Connection:
-        if self._writer is None or self._writer.is_closed():
-            self._writer = await self._connect("pfs-namenode-commit")
-        return self._writer
+    async def _writer_connection(self, lane: int) -> asyncpg.Connection:
+        conn = self._writers[lane]
+        if conn is None or conn.is_closed():
+            conn = self._writers[lane] = await self._connect(f"pfs-namenode-commit-{lane}")
+        return conn
 
-    async def reset_writer(self) -> None:
-        """Drop the commit connection after a failure; the next commit reconnects."""
-        if self._writer is not None:
-            self._writer.terminate()
-        self._writer = None
+    async def reset_writer(self, lane: int) -> None:
+        """Drop a commit connection after a failure; the next commit reconnects."""
+        conn = self._writers[lane]
+        if conn is not None:
+            conn.terminate()
+        self._writers[lane] = None
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
