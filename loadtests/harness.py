@@ -69,6 +69,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def postgres_cpu_seconds(datadir: Path) -> float:
+    """CPU time used so far by a PostgreSQL server: the postmaster and its children."""
+    postmaster = int((datadir / "postmaster.pid").read_text().splitlines()[0])
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(proc.name) == postmaster or int(fields[1]) == postmaster:
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
 @dataclass
 class Rate:
     """Operations per second, and the namenode CPU each cost (if measured)."""
@@ -76,6 +92,7 @@ class Rate:
     ops: int
     seconds: float
     server_cpu: float | None = None
+    postgres_cpu: float | None = None
 
     @property
     def per_second(self) -> float:
@@ -89,23 +106,33 @@ class Rate:
             return None
         return self.server_cpu / self.ops * 1e6
 
+    @property
+    def postgres_us_per_op(self) -> float | None:
+        """PostgreSQL CPU microseconds per operation."""
+        if self.postgres_cpu is None or not self.ops:
+            return None
+        return self.postgres_cpu / self.ops * 1e6
+
 
 async def timed(
     concurrency: int,
     seconds: float,
     worker: Callable[[int, Callable[[], bool]], Awaitable[int]],
     server_pid: int | None = None,
+    pg_datadir: Path | None = None,
 ) -> Rate:
     """Run `concurrency` workers until `seconds` pass; each returns how many ops it did."""
     deadline = time.perf_counter() + seconds
     cpu0 = cpu_seconds(server_pid) if server_pid else None
+    pg0 = postgres_cpu_seconds(pg_datadir) if pg_datadir else None
     start = time.perf_counter()
     counts = await asyncio.gather(
         *(worker(i, lambda: time.perf_counter() < deadline) for i in range(concurrency))
     )
     elapsed = time.perf_counter() - start
     cpu = cpu_seconds(server_pid) - cpu0 if server_pid and cpu0 is not None else None
-    return Rate(sum(counts), elapsed, cpu)
+    pg = postgres_cpu_seconds(pg_datadir) - pg0 if pg_datadir and pg0 is not None else None
+    return Rate(sum(counts), elapsed, cpu, pg)
 
 
 def start_echo_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:

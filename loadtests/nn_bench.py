@@ -36,7 +36,7 @@ from plasmafs.client import Client, SyncClient
 CONCURRENCY = (1, 8, 64)
 
 
-async def lookups(address: str, conc: int, seconds: float, pid: int) -> Rate:
+async def lookups(address: str, conc: int, seconds: float, pid: int, pg: Path) -> Rate:
     fs = Client(address)
     try:
         target = await fs.create(f"/lookup-target-{conc}")
@@ -49,12 +49,14 @@ async def lookups(address: str, conc: int, seconds: float, pid: int) -> Rate:
                     n += 1
             return n
 
-        return await timed(conc, seconds, worker, pid)
+        return await timed(conc, seconds, worker, pid, pg)
     finally:
         await fs.close()
 
 
-async def creates(address: str, conc: int, seconds: float, pid: int, one_shot: bool) -> Rate:
+async def creates(
+    address: str, conc: int, seconds: float, pid: int, pg: Path, one_shot: bool
+) -> Rate:
     fs = Client(address)
     tag = f"{'o' if one_shot else 't'}{conc}"
     try:
@@ -73,7 +75,7 @@ async def creates(address: str, conc: int, seconds: float, pid: int, one_shot: b
                 n += 1
             return n
 
-        return await timed(conc, seconds, worker, pid)
+        return await timed(conc, seconds, worker, pid, pg)
     finally:
         await fs.close()
 
@@ -93,7 +95,7 @@ async def echo(address: str, conc: int, seconds: float) -> Rate:
         return await timed(conc, seconds, worker)
 
 
-async def raw_asyncpg(dsn: str, conc: int, seconds: float) -> Rate:
+async def raw_asyncpg(dsn: str, conc: int, seconds: float, pg: Path) -> Rate:
     conns = [await asyncpg.connect(dsn) for _ in range(conc)]
     try:
         await conns[0].execute(
@@ -110,7 +112,7 @@ async def raw_asyncpg(dsn: str, conc: int, seconds: float) -> Rate:
                 n += 1
             return n
 
-        return await timed(conc, seconds, worker)
+        return await timed(conc, seconds, worker, None, pg)
     finally:
         for c in conns:
             await c.close()
@@ -132,24 +134,25 @@ def run(seconds: float) -> dict[str, Any]:
     """Every measurement; returns the figures."""
     figures: dict[str, Any] = {"seconds_per_point": seconds, "cpus": _cpus()}
     with bench_cluster() as cluster:
-        address, pid = cluster.namenode_address, cluster.namenode_pid
+        address, pid, pg = cluster.namenode_address, cluster.namenode_pid, cluster.pg.datadir
         echo_proc, echo_address = start_echo_server(cluster.workdir)
         try:
             figures["sync_lookup_1"] = round(sync_lookups(address, seconds).per_second)
             for conc in CONCURRENCY:
                 row: dict[str, Any] = {}
-                lk = uvloop.run(lookups(address, conc, seconds, pid))
-                cr = uvloop.run(creates(address, conc, seconds, pid, one_shot=False))
-                co = uvloop.run(creates(address, conc, seconds, pid, one_shot=True))
+                lk = uvloop.run(lookups(address, conc, seconds, pid, pg))
+                cr = uvloop.run(creates(address, conc, seconds, pid, pg, one_shot=False))
+                co = uvloop.run(creates(address, conc, seconds, pid, pg, one_shot=True))
+                raw = uvloop.run(raw_asyncpg(cluster.dsn(), conc, seconds, pg))
                 row["lookup"] = round(lk.per_second)
                 row["lookup_server_us"] = _us(lk)
                 row["create_commit"] = round(cr.per_second)
                 row["create_commit_server_us"] = _us(cr)
+                row["create_commit_postgres_us"] = _round(cr.postgres_us_per_op)
                 row["create_one_shot"] = round(co.per_second)
                 row["echo_unary"] = round(uvloop.run(echo(echo_address, conc, seconds)).per_second)
-                row["raw_asyncpg"] = round(
-                    uvloop.run(raw_asyncpg(cluster.dsn(), conc, seconds)).per_second
-                )
+                row["raw_asyncpg"] = round(raw.per_second)
+                row["raw_asyncpg_postgres_us"] = _round(raw.postgres_us_per_op)
                 figures[f"c{conc}"] = row
                 print(f"concurrency {conc}: {row}", flush=True)
         finally:
@@ -165,8 +168,11 @@ def run(seconds: float) -> dict[str, Any]:
 
 
 def _us(rate: Rate) -> float | None:
-    us = rate.server_us_per_op
-    return round(us, 1) if us is not None else None
+    return _round(rate.server_us_per_op)
+
+
+def _round(value: float | None) -> float | None:
+    return round(value, 1) if value is not None else None
 
 
 def _cpus() -> int:
@@ -184,16 +190,18 @@ def markdown(f: dict[str, Any], command: str) -> str:
         f"the load generator; {f['seconds_per_point']:g} s per point; one client connection.",
         f"Machine: {platform.machine()}, Python {platform.python_version()}.",
         "",
-        "| concurrency | lookups/s | namenode µs CPU/lookup | create+commit/s | "
-        "namenode µs CPU/create | one-shot create/s | unary echo/s | raw asyncpg insert+commit/s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| in flight | lookups/s | namenode µs CPU per lookup | create+commit/s | "
+        "namenode µs CPU per create | PostgreSQL µs CPU per create | one-shot create/s | "
+        "unary echo/s | raw asyncpg insert+commit/s | PostgreSQL µs CPU per raw insert |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for conc in CONCURRENCY:
         r = f[f"c{conc}"]
         lines.append(
             f"| {conc} | {r['lookup']:,} | {r['lookup_server_us']} | {r['create_commit']:,} | "
-            f"{r['create_commit_server_us']} | {r['create_one_shot']:,} | {r['echo_unary']:,} | "
-            f"{r['raw_asyncpg']:,} |"
+            f"{r['create_commit_server_us']} | {r['create_commit_postgres_us']} | "
+            f"{r['create_one_shot']:,} | {r['echo_unary']:,} | {r['raw_asyncpg']:,} | "
+            f"{r['raw_asyncpg_postgres_us']} |"
         )
     ratios = f["ratios"]
     lines += [

@@ -33,7 +33,7 @@ class NamenodeSettings(BaseSettings):
     cache_inodes: int = Field(default=1_000_000, ge=16)
     cache_entries: int = Field(default=1_000_000, ge=16)
     max_group: int = Field(default=512, ge=1, le=10_000)
-    commit_lanes: int = Field(default=2, ge=1, le=16)
+    commit_lanes: int = Field(default=1, ge=1, le=16)
     default_replication: int = Field(default=1, ge=1, le=32)
     default_blocksize: int = Field(default=1024 * 1024)
     max_transactions_per_session: int = Field(default=100_000, ge=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -219,3 +220,31 @@ async def test_commits_are_durable_in_postgresql(fs: Client, dsn: str) -> None:
     finally:
         await conn.close()
     assert row is not None and row["ino"] == f.ino and row["parent"] == 1
+
+
+async def test_parallel_commit_lanes_keep_shared_directories_consistent(
+    dsn: str, tmp_path: Path
+) -> None:
+    namenode = NamenodeProcess(dsn, tmp_path, env={"PFS_NAMENODE_COMMIT_LANES": "3"}).start()
+    fs = Client(namenode.address)
+    try:
+        await fs.mkdir("/shared")
+
+        async def one(i: int) -> None:
+            async with fs.transaction() as t:
+                await t.mkdir(f"/shared/d{i:03d}")
+                await t.create(f"/shared/d{i:03d}/f")
+
+        for wave in range(3):  # several waves, so groups land on different lanes
+            await asyncio.gather(*(one(wave * 64 + i) for i in range(64)))
+        cached = await fs.stat("/shared")
+        assert cached.nlink == 2 + 192
+        namenode.stop()
+        namenode.start()  # an empty cache: what PostgreSQL holds
+        await fs.close()
+        fs = Client(namenode.address)
+        fresh = await fs.stat("/shared")
+        assert fresh == cached
+    finally:
+        await fs.close()
+        namenode.stop()
