@@ -108,3 +108,60 @@ class FsStat:
     used_bytes: int
     live_datanodes: int
     blocksize: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One copy of a file range: blocks [block_start, block_start + count) of a datanode,
+    with the ticket that lets the client read or write them."""
+
+    datanode_id: int
+    address: str
+    block_start: int
+    ticket: bytes  # a serialized datanode Ticket
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """File blocks [file_index, file_index + block_count) and their replicas."""
+
+    file_index: int
+    block_count: int
+    replicas: tuple[Replica, ...]
+
+    @property
+    def file_end(self) -> int:
+        """One past the last file block."""
+        return self.file_index + self.block_count
+
+
+@dataclass(frozen=True, slots=True)
+class BlockList:
+    """A file's extents (or some of them) with its size, blocksize and replication."""
+
+    extents: tuple[Extent, ...]
+    blocksize: int
+    size: int
+    replication: int
+
+    @classmethod
+    def from_wire(cls, b: pb.BlockList) -> BlockList:
+        """Build from the wire message."""
+        return cls(
+            tuple(
+                Extent(
+                    e.file_index,
+                    e.block_count,
+                    tuple(
+                        Replica(
+                            r.datanode_id, r.address, r.block_start, r.ticket.SerializeToString()
+                        )
+                        for r in e.replicas
+                    ),
+                )
+                for e in b.extents
+            ),
+            b.blocksize,
+            b.size,
+            b.replication,
+        )

@@ -25,6 +25,7 @@ from plasmafs.client.errors import (
     PlasmaError,
 )
 from plasmafs.client.local import cluster
+from plasmafs.client.sizes import parse_size as _parse_size
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -246,6 +247,14 @@ def raise_usage(message: str) -> None:
     raise InvalidArgumentError(message)
 
 
+def parse_size(text: str) -> int:
+    """Bytes from 123, 64K, 1M, 8G."""
+    try:
+        return _parse_size(text)
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+
+
 def parse_mode(text: str) -> int:
     """An octal mode such as 755 or 0o644."""
     try:
@@ -285,10 +294,19 @@ def _lookup_id(text: str, by_name: Callable[[str], int], what: str) -> int:
 def cmd_local(args: argparse.Namespace) -> int:
     home = config.pfs_home()
     if args.action == "up":
-        state, started = cluster.up(home)
+        if args.datanodes is not None and args.datanodes < 0:
+            raise InvalidArgumentError("--datanodes must be >= 0")
+        state, started = cluster.up(
+            home,
+            args.datanodes,
+            parse_size(args.capacity) if args.capacity else None,
+            parse_size(args.blocksize) if args.blocksize else None,
+        )
         verb = "started" if started else "already running"
         print(f"local cluster {verb} in {home}")
         print(f"  namenode:   {state.namenode_address} (pid {state.namenode_pid})")
+        for k, d in enumerate(state.datanodes, start=1):
+            print(f"  datanode {k}: {d['address']} (pid {d['pid']}, {d['dir']})")
         where = f"embedded, {home / 'postgres'}" if state.embedded_postgres else "external"
         print(f"  postgresql: {where}")
         print(
@@ -369,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("fsstat", help="namespace counts and cluster space")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
     p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")
+    p.add_argument("--capacity", help="volume size per datanode (up, first time; default 8G)")
+    p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     return parser
 
 

@@ -14,13 +14,16 @@ from types import TracebackType
 from typing import TypeVar
 
 from plasmafs.client import config
-from plasmafs.client.attributes import Attr, DirEntry, FsStat
+from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat
 from plasmafs.client.connection import Connection
+from plasmafs.client.datapath import DataChannels
 from plasmafs.client.errors import (
     ConflictError,
     ConnectionLostError,
+    InvalidArgumentError,
     NotFoundError,
 )
+from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
 from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
 
 T = TypeVar("T")
@@ -34,6 +37,7 @@ class Client:
         self.connect_timeout = connect_timeout
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
+        self.data = DataChannels()
 
     async def __aenter__(self) -> Client:
         await self.connection()
@@ -64,6 +68,7 @@ class Client:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+        await self.data.close()
 
     async def ping(self) -> str:
         """The namenode's version string."""
@@ -162,6 +167,55 @@ class Client:
     async def fsstat(self) -> FsStat:
         """Namespace counts and cluster space."""
         return await (await self._reads()).fsstat()
+
+    async def blocks(self, path: str) -> BlockList:
+        """The block list of the file at `path` (following symlinks)."""
+        reads = await self._reads()
+        return await reads.blocks((await reads.stat(path)).ino)
+
+    # --- file data ------------------------------------------------------------------------
+
+    async def open(
+        self,
+        path: str,
+        mode: str = "rb",
+        *,
+        replication: int = 0,
+        size_hint: int | None = None,
+        commit_every: int = COMMIT_EVERY,
+    ) -> FileReader | FileWriter:
+        """A file object: "rb" reads, "wb" creates or truncates and writes.
+
+        For "wb": `replication` (0: the cluster default), `size_hint` (lets the namenode
+        place the data in fewer, longer runs), `commit_every` (bytes between commits).
+        """
+        if mode == "rb":
+            return await FileReader(await self._reads(), self.data, path).open()
+        if mode == "wb":
+            return await FileWriter(
+                self.begin,
+                self.data,
+                path,
+                replication=replication,
+                size_hint=size_hint,
+                commit_every=commit_every,
+            ).open()
+        raise InvalidArgumentError(f"mode must be 'rb' or 'wb', not {mode!r}")
+
+    async def read_file(self, path: str) -> bytes:
+        """The whole content of a (small) file."""
+        reader = await self.open(path, "rb")
+        assert isinstance(reader, FileReader)
+        return await reader.read()
+
+    async def write_file(self, path: str, data: bytes, *, replication: int = 0) -> Attr:
+        """Create or replace a file with `data`."""
+        writer = await self.open(path, "wb", replication=replication, size_hint=len(data))
+        assert isinstance(writer, FileWriter)
+        async with writer:
+            await writer.write(data)
+        assert writer.attr is not None
+        return writer.attr
 
     # --- one-shot changes, each its own transaction -------------------------------------
 

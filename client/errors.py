@@ -133,6 +133,20 @@ class PermissionDeniedError(PlasmaError):
     posix_errno = _errno.EPERM
 
 
+class CorruptionError(PlasmaError):
+    """Stored data failed its checksum; it was not returned."""
+
+    code = pb.ECORRUPT
+    posix_errno = _errno.EIO
+
+
+class UnavailableError(PlasmaError):
+    """No replica of the data could be reached."""
+
+    code = pb.EUNAVAIL
+    posix_errno = _errno.EIO
+
+
 class ConnectionLostError(PlasmaError):
     """The connection to the namenode was lost; open transactions were aborted."""
 
@@ -163,6 +177,8 @@ _TABLE: dict[int, tuple[type[PlasmaError], grpc.StatusCode]] = {
     pb.ESHUTDOWN: (ShutdownError, grpc.StatusCode.UNAVAILABLE),
     pb.ENOSPC: (NoSpaceError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     pb.EPERM: (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
+    pb.ECORRUPT: (CorruptionError, grpc.StatusCode.DATA_LOSS),
+    pb.EUNAVAIL: (UnavailableError, grpc.StatusCode.UNAVAILABLE),
 }
 
 ERRNO_METADATA_KEY = "pfs-errno"
@@ -177,6 +193,12 @@ def error_from_wire(code: int, message: str) -> PlasmaError:
 def grpc_status_for(error: PlasmaError) -> grpc.StatusCode:
     """The gRPC status code a unary call reports for `error`."""
     return _TABLE.get(error.code, (StorageError, grpc.StatusCode.INTERNAL))[1]
+
+
+async def abort_with(context: grpc.aio.ServicerContext, error: PlasmaError) -> None:
+    """End a server call with `error`'s status code, keeping its wire code in metadata."""
+    context.set_trailing_metadata(((ERRNO_METADATA_KEY, str(int(error.code))),))
+    await context.abort(grpc_status_for(error), str(error))
 
 
 def error_from_rpc(exc: grpc.RpcError) -> PlasmaError:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 
 from plasmafs.client import paths
-from plasmafs.client.attributes import Attr, DirEntry, FileKind, FsStat
+from plasmafs.client.attributes import Attr, BlockList, DirEntry, FileKind, FsStat
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
     ConnectionLostError,
@@ -36,6 +36,12 @@ Pending = asyncio.Future[pb.Response]
 def _u32(**values: int | None) -> None:
     for name, value in values.items():
         if value is not None and not 0 <= value <= 0xFFFFFFFF:
+            raise InvalidArgumentError(f"{name} {value} is out of range")
+
+
+def _u64(**values: int) -> None:
+    for name, value in values.items():
+        if not 0 <= value < 2**64:
             raise InvalidArgumentError(f"{name} {value} is out of range")
 
 
@@ -119,6 +125,17 @@ class Reads:
             if not more or not entries:
                 return
             after = entries[-1].name
+
+    def blocks(self, ino: int, file_index: int = 0, count: int = 0) -> Awaitable[BlockList]:
+        """A file's extents from `file_index` (count 0: to the end) with read tickets."""
+        _u64(ino=ino, file_index=file_index, count=count)
+        request, future = self._new()
+        q = request.blocks
+        q.ino, q.file_index, q.count = ino, file_index, count
+        return self._block_list(future)
+
+    async def _block_list(self, future: Pending) -> BlockList:
+        return BlockList.from_wire((await self._result(future)).block_list)
 
     async def fsstat(self) -> FsStat:
         """Namespace counts and cluster space."""
@@ -224,6 +241,15 @@ class Transaction(Reads):
             await self._result(future)
 
     # --- changes -----------------------------------------------------------------------------
+
+    def allocate(self, ino: int, file_index: int, count: int) -> Awaitable[BlockList]:
+        """Reserve new blocks for file blocks [file_index, file_index + count), with write
+        tickets; they replace what the range held when the transaction commits."""
+        _u64(ino=ino, file_index=file_index, count=count)
+        request, future = self._new()
+        q = request.allocate
+        q.ino, q.file_index, q.count = ino, file_index, count
+        return self._block_list(future)
 
     def mkdir(self, path: str, mode: int = 0o755) -> Awaitable[Attr]:
         """Create a directory."""

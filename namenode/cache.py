@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.records import ExtentRow, Inode
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -101,6 +101,7 @@ class NamespaceCache:
         self.inodes: _Table[int, Inode] = _Table(inode_limit)
         self.entries: _Table[tuple[int, str], int] = _Table(entry_limit)
         self.entries.on_evict = self._entry_evicted
+        self.extents: _Table[int, tuple[ExtentRow, ...]] = _Table(inode_limit // 4)
         self._complete: dict[int, None] = {}
         self._complete_limit = max(entry_limit, 16)
 
@@ -157,4 +158,5 @@ class NamespaceCache:
         self.epoch += 1
         self.inodes.clear(self.epoch)
         self.entries.clear(self.epoch)
+        self.extents.clear(self.epoch)
         self._complete.clear()

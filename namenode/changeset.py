@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from plasmafs.client.attributes import FileKind
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.records import ExtentRow, Inode
 
 
 @dataclass(slots=True)
@@ -34,10 +34,26 @@ class ChangeSet:
     deleted_kinds: dict[int, FileKind] = field(default_factory=dict)
     dir_parents: dict[int, int] = field(default_factory=dict)
     children: dict[int, set[str]] = field(default_factory=dict)
+    # Block lists: rows to add (keyed by ino, file_index, datanode), committed rows to
+    # drop, committed blocks to quarantine at commit, and blocks reserved by this
+    # transaction (returned to the allocator if it aborts).
+    extents_added: dict[tuple[int, int, int], ExtentRow] = field(default_factory=dict)
+    extents_dropped: set[tuple[int, int, int]] = field(default_factory=set)
+    released: list[tuple[int, int, int]] = field(default_factory=list)
+    reserved: list[tuple[int, int, int]] = field(default_factory=list)
+    extents_changed: set[int] = field(default_factory=set)
+    extents_replaced: set[tuple[int, int, int]] = field(default_factory=set)
+    final_extents: dict[int, tuple[ExtentRow, ...]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         """True when committing would change nothing."""
-        return not (self.inodes or self.entries or self.touches)
+        return not (
+            self.inodes
+            or self.entries
+            or self.touches
+            or self.extents_added
+            or self.extents_dropped
+        )
 
     def put_inode(self, inode: Inode, *, created: bool = False) -> None:
         """Replace the whole row of `inode`; folds in any pending touch of it."""

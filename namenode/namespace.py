@@ -32,6 +32,7 @@ from plasmafs.client.errors import (
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
+from plasmafs.namenode.filedata import ExtentGrant, FileData
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
 from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
@@ -59,10 +60,12 @@ class Namespace:
         default_blocksize: int,
         max_group: int,
         read_concurrency: int,
+        data: FileData,
         commit_lanes: int = 1,
     ) -> None:
         self.store = store
         self.cache = cache
+        self.data = data
         self.reader = CoalescingReader(store, cache, read_concurrency)
         self.locks = LockManager()
         self.committer = Committer(
@@ -97,6 +100,8 @@ class Namespace:
         if txn.cs.is_empty():
             self._finish(txn, TxnState.COMMITTED)
             return
+        if txn.cs.extents_changed:
+            await self.data.prepare_commit(txn)
         try:
             done = self.committer.enqueue(txn.cs)
         except PlasmaError:
@@ -119,6 +124,8 @@ class Namespace:
 
     def _finish(self, txn: Txn, state: TxnState) -> None:
         txn.state = state
+        if state is TxnState.ABORTED:
+            self.data.aborted_hook(txn.cs)
         self.locks.release_all(txn.owner)
 
     async def _lock(self, txn: Txn, key: LockKey, exclusive: bool) -> None:
@@ -136,6 +143,7 @@ class Namespace:
         return txn
 
     def _count_committed(self, cs: ChangeSet) -> None:
+        self.data.committed_hook(cs)
         for ino in cs.created:
             inode = cs.inodes.get(ino)
             if inode is not None:
@@ -322,16 +330,44 @@ class Namespace:
         return page, True
 
     def fsstat(self) -> FsStat:
-        """Committed namespace counts (space arrives with the datanodes)."""
+        """Committed namespace counts and the space of the live datanodes."""
+        allocator, live = self.data.allocator, self.data.registry.live()
+        capacity = allocator.capacity_blocks(live)
+        free = sum(allocator.free_blocks(d) for d in live)
+        bs = self.default_blocksize
         return FsStat(
             files=self.counts.get(FileKind.FILE, 0),
             directories=self.counts.get(FileKind.DIRECTORY, 0),
             symlinks=self.counts.get(FileKind.SYMLINK, 0),
-            capacity_bytes=0,
-            used_bytes=0,
-            live_datanodes=0,
-            blocksize=self.default_blocksize,
+            capacity_bytes=capacity * bs,
+            used_bytes=(capacity - free) * bs,
+            live_datanodes=len(live),
+            blocksize=bs,
         )
+
+    async def allocate(
+        self, txn: Txn | None, ino: int, file_index: int, count: int
+    ) -> tuple[Inode, list[ExtentGrant]]:
+        """Reserve new blocks for a file range (replacing what was there at commit)."""
+        t = self._writable(txn)
+        if await self._inode(t, ino) is None:
+            raise NotFoundError(f"no inode {ino}")
+        await self._lock(t, ("i", ino), True)
+        inode = await self._inode(t, ino)
+        if inode is None:
+            raise NotFoundError(f"inode {ino} was removed")
+        return inode, await self.data.allocate(t, inode, file_index, count)
+
+    async def blocks(
+        self, txn: Txn | None, ino: int, file_index: int, count: int
+    ) -> tuple[Inode, list[ExtentGrant]]:
+        """A file's extents with read tickets, as the transaction sees them."""
+        if txn is not None:
+            txn.check_open()
+        inode = await self._inode(txn, ino)
+        if inode is None:
+            raise NotFoundError(f"no inode {ino}")
+        return inode, await self.data.blocks(txn, inode, file_index, count)
 
     # --- changes -------------------------------------------------------------------------
 
@@ -385,6 +421,10 @@ class Namespace:
         check_mode(mode)
         replication = check_replication(replication or self.default_replication)
         blocksize = check_blocksize(blocksize or self.default_blocksize)
+        if blocksize != self.default_blocksize:
+            raise InvalidArgumentError(
+                f"blocksize {blocksize} differs from the cluster's {self.default_blocksize}"
+            )
         parent, name = await self._locked_parent(t, parts)
         if await self._entry(t, parent.ino, name) is not None:
             raise ExistsError(f"{raw.decode()} exists")
@@ -439,6 +479,8 @@ class Namespace:
         victim = await self._locked_entry_inode(t, parent.ino, name, raw)
         if victim.kind is FileKind.DIRECTORY:
             raise IsDirectoryError(f"{raw.decode()} is a directory")
+        if victim.kind is FileKind.FILE:
+            await self.data.drop_all(t, victim.ino)
         t.cs.set_entry(parent.ino, name, None)
         t.cs.delete_inode(victim.ino, victim.kind)
         t.cs.touch(parent.ino, time.time_ns())
@@ -510,6 +552,8 @@ class Namespace:
                 raise IsDirectoryError(f"{dst_raw.decode()} is a directory")
             if is_dir and await self._has_children(t, replaced.ino):
                 raise NotEmptyError(f"{dst_raw.decode()} is not empty")
+            if replaced.kind is FileKind.FILE:
+                await self.data.drop_all(t, replaced.ino)
         now = time.time_ns()
         cs = t.cs
         cs.set_entry(src_dir.ino, src_name, None)
@@ -581,6 +625,8 @@ class Namespace:
         if current is None:
             raise NotFoundError(f"inode {target.ino} was removed")
         a = current.attr
+        if size is not None:  # blocks past the new end go, whatever the old size said
+            await self.data.truncate(t, a.ino, size, a.blocksize)
         new = replace(
             a,
             mode=a.mode if mode is None else mode,

@@ -26,3 +26,24 @@ class Inode:
     def kind(self) -> FileKind:
         """File, directory or symlink."""
         return self.attr.kind
+
+
+@dataclass(frozen=True, slots=True)
+class ExtentRow:
+    """File blocks [file_index, file_index + block_count) of one replica, stored at
+    blocks [block_start, block_start + block_count) of a datanode."""
+
+    file_index: int
+    block_count: int
+    datanode_id: int
+    block_start: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(file_index, datanode): unique per file."""
+        return (self.file_index, self.datanode_id)
+
+    @property
+    def file_end(self) -> int:
+        """One past the last file block."""
+        return self.file_index + self.block_count

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import secrets
 import signal
 from dataclasses import dataclass
 
@@ -12,10 +14,13 @@ import grpc
 
 from plasmafs.client.errors import BusyError, ConfigError, StorageError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
+from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.migrator import migrate
 from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.servicer import NamenodeServicer
+from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.store import Store
 
@@ -70,20 +75,33 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         await store.close()
         raise BusyError("another namenode is already serving this database")
     await store.open()
+    store.release_seconds = settings.ticket_ttl + 60
+    blocksize, secret = await store.cluster_settings(
+        settings.default_blocksize, secrets.token_bytes(32)
+    )
+    if blocksize != settings.default_blocksize:
+        log.warning("the cluster's blocksize is %d; default_blocksize is ignored", blocksize)
     cache = NamespaceCache(settings.cache_inodes, settings.cache_entries)
+    allocator = Allocator()
+    registry = DatanodeRegistry(
+        store, allocator, blocksize, secret, settings.datanode_dead_after, settings.heartbeat_ms
+    )
+    await registry.load()
     namespace = Namespace(
         store,
         cache,
         default_replication=settings.default_replication,
-        default_blocksize=settings.default_blocksize,
+        default_blocksize=blocksize,
         max_group=settings.max_group,
         commit_lanes=settings.commit_lanes,
         read_concurrency=settings.read_pool_size,
+        data=FileData(store, cache, allocator, registry, settings.ticket_ttl),
     )
     await namespace.start()
     servicer = NamenodeServicer(namespace, settings)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
+    pb_grpc.add_DatanodeRegistryServicer_to_server(RegistryServicer(registry), server)
     port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
@@ -105,6 +123,16 @@ async def serve(settings: NamenodeSettings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    sweeper = asyncio.create_task(_forget_expired_releases(running.store))
     await stop.wait()
     log.info("namenode stopping")
+    sweeper.cancel()
     await running.stop(settings.grace_seconds)
+
+
+async def _forget_expired_releases(store: Store, period: float = 60.0) -> None:
+    # The allocator frees quarantined blocks by itself; this only trims the table.
+    while True:
+        await asyncio.sleep(period)
+        with contextlib.suppress(Exception):
+            await store.forget_expired_releases()

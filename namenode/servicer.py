@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from plasmafs.client.errors import PlasmaError, abort_with
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.session import Session
 from plasmafs.namenode.settings import NamenodeSettings
@@ -45,3 +47,41 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
     ) -> pb.PingReply:
         """Version and start time."""
         return pb.PingReply(version=VERSION, started_ns=self.started_ns)
+
+
+class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
+    """Datanode registration and heartbeats."""
+
+    def __init__(self, registry: DatanodeRegistry) -> None:
+        self.registry = registry
+
+    async def Register(
+        self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RegisterReply:
+        """Admit a datanode and hand it its id and the ticket secret."""
+        try:
+            row = await self.registry.register(
+                request.identity,
+                request.host,
+                request.address,
+                request.blocksize,
+                request.capacity_blocks,
+            )
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+        return pb.RegisterReply(
+            datanode_id=row.datanode_id,
+            ticket_secret=self.registry.secret,
+            heartbeat_ms=self.registry.heartbeat_ms,
+        )
+
+    async def Heartbeat(
+        self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HeartbeatReply:
+        """Note that a datanode lives."""
+        try:
+            self.registry.heartbeat(request.datanode_id, request.identity)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+        return pb.HeartbeatReply()

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from plasmafs.client.errors import BusyError, PlasmaError, StorageError, TransactionError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.eager import start_eagerly
+from plasmafs.namenode.filedata import ExtentGrant
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.records import Inode
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.transaction import Txn
 
@@ -258,6 +260,32 @@ async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     out.fsstat.SetInParent()
 
 
+async def _allocate(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.allocate
+    inode, grants = await s.ns.allocate(t, q.ino, q.file_index, q.count)
+    _block_list(out.block_list, inode, grants)
+
+
+async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.blocks
+    inode, grants = await s.ns.blocks(t, q.ino, q.file_index, q.count)
+    _block_list(out.block_list, inode, grants)
+
+
+def _block_list(out: pb.BlockList, inode: Inode, grants: list[ExtentGrant]) -> None:
+    out.blocksize = inode.attr.blocksize
+    out.size = inode.attr.size
+    out.replication = inode.attr.replication
+    for grant in grants:
+        extent = out.extents.add(file_index=grant.file_index, block_count=grant.block_count)
+        for rep in grant.replicas:
+            replica = extent.replicas.add(
+                datanode_id=rep.datanode_id, address=rep.address, block_start=rep.block_start
+            )
+            replica.ticket.CopyFrom(rep.ticket)
+    out.SetInParent()
+
+
 HANDLERS: dict[str, Handler] = {
     "commit": _commit,
     "abort": _abort,
@@ -273,5 +301,7 @@ HANDLERS: dict[str, Handler] = {
     "symlink": _symlink,
     "readlink": _readlink,
     "fsstat": _fsstat,
+    "allocate": _allocate,
+    "blocks": _blocks,
 }
-READ_ONLY = frozenset({"lookup", "getattr", "readdir", "readlink", "fsstat"})
+READ_ONLY = frozenset({"lookup", "getattr", "readdir", "readlink", "fsstat", "blocks"})

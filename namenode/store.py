@@ -7,15 +7,17 @@ errors at this boundary, keyed on SQLSTATE classes, never on message text.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
 
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.errors import StorageError
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.records import ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
@@ -25,7 +27,8 @@ INODE_COLUMNS = (
 _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-    $14, $15, $16, $17, $18, $19, $20, $21, $22)
+    $14, $15, $16, $17, $18, $19, $20, $21, $22,
+    $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)
 """
 
 
@@ -48,6 +51,18 @@ def inode_from_row(row: asyncpg.Record) -> Inode:
         ),
         row["target"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DatanodeRow:
+    """A registered datanode."""
+
+    datanode_id: int
+    identity: str
+    host: str
+    address: str
+    blocksize: int
+    capacity_blocks: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +100,7 @@ class Store:
         self._pool: asyncpg.Pool | None = None
         self._writers: list[asyncpg.Connection | None] = [None] * commit_lanes
         self._holder: asyncpg.Connection | None = None
+        self.release_seconds = 600.0  # quarantine of released blocks (the ticket lifetime)
 
     async def open(self) -> None:
         """Connect the read pool and the commit connection."""
@@ -177,6 +193,92 @@ class Store:
             )
         return [ListedEntry(r["name"], r["ino"], None) for r in rows]
 
+    async def get_extents(self, inos: list[int]) -> dict[int, tuple[ExtentRow, ...]]:
+        """The committed extents of each inode in `inos` (every key present)."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                """SELECT ino, file_index, datanode_id, block_start, block_count FROM extents
+                   WHERE ino = ANY($1::bigint[]) ORDER BY ino, file_index, datanode_id""",
+                inos,
+            )
+        found: dict[int, list[ExtentRow]] = {ino: [] for ino in inos}
+        for r in rows:
+            found[r["ino"]].append(
+                ExtentRow(r["file_index"], r["block_count"], r["datanode_id"], r["block_start"])
+            )
+        return {ino: tuple(v) for ino, v in found.items()}
+
+    async def cluster_settings(self, blocksize: int, make_secret: bytes) -> tuple[int, bytes]:
+        """The cluster's blocksize and ticket secret, fixed by the first namenode."""
+        async with self._read() as conn:
+            row = await conn.fetchrow(
+                """INSERT INTO cluster_settings (blocksize, ticket_secret) VALUES ($1, $2)
+                   ON CONFLICT ON CONSTRAINT cluster_settings_pkey DO NOTHING
+                   RETURNING blocksize, ticket_secret""",
+                blocksize,
+                make_secret,
+            )
+            if row is None:
+                row = await conn.fetchrow("SELECT blocksize, ticket_secret FROM cluster_settings")
+        return int(row["blocksize"]), bytes(row["ticket_secret"])
+
+    async def datanodes(self) -> list[DatanodeRow]:
+        """Every registered datanode."""
+        async with self._read() as conn:
+            rows = await conn.fetch("SELECT * FROM datanodes ORDER BY datanode_id")
+        return [_datanode(r) for r in rows]
+
+    async def register_datanode(
+        self, identity: str, host: str, address: str, blocksize: int, capacity: int
+    ) -> DatanodeRow:
+        """Insert a datanode, or update the address of a known identity."""
+        async with self._read() as conn:
+            row = await conn.fetchrow(
+                """INSERT INTO datanodes (identity, host, address, blocksize, capacity_blocks)
+                   VALUES ($1::uuid, $2, $3, $4, $5)
+                   ON CONFLICT ON CONSTRAINT datanodes_identity_key DO UPDATE
+                   SET host = EXCLUDED.host, address = EXCLUDED.address
+                   RETURNING *""",
+                identity,
+                host,
+                address,
+                blocksize,
+                capacity,
+            )
+        return _datanode(row)
+
+    async def blocks_in_use(self) -> dict[int, list[tuple[int, int]]]:
+        """Per datanode, the ranges committed extents and unexpired releases occupy."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                """SELECT datanode_id, block_start, block_count FROM extents
+                   UNION ALL
+                   SELECT datanode_id, block_start, block_count FROM released_extents
+                   WHERE reusable_after > now()"""
+            )
+        used: dict[int, list[tuple[int, int]]] = {}
+        for r in rows:
+            used.setdefault(r["datanode_id"], []).append((r["block_start"], r["block_count"]))
+        return used
+
+    async def released_until(self) -> list[tuple[int, int, int, float]]:
+        """Unexpired released ranges: (datanode, start, count, reusable_after as epoch)."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                """SELECT datanode_id, block_start, block_count,
+                          extract(epoch FROM reusable_after) AS until
+                   FROM released_extents WHERE reusable_after > now()"""
+            )
+        return [(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+    async def forget_expired_releases(self) -> int:
+        """Delete released ranges whose quarantine is over; returns how many."""
+        async with self._read() as conn:
+            status = await conn.execute(
+                "DELETE FROM released_extents WHERE reusable_after <= now()"
+            )
+        return int(status.split()[-1])
+
     async def reserve_inode_numbers(self) -> int:
         """The first of 1024 fresh inode numbers (the sequence's increment)."""
         async with self._read() as conn:
@@ -202,7 +304,15 @@ class Store:
         removed: list[tuple[int, str]] = []
         linked: list[tuple[int, str, int]] = []
         touches: dict[int, list[int]] = {}
+        dropped: list[tuple[int, int, int]] = []
+        added: list[tuple[int, int, int, int, int]] = []
+        released: list[tuple[int, int, int]] = []
         for cs in changesets:
+            for ino, file_index, datanode in cs.extents_dropped | cs.extents_replaced:
+                dropped.append((ino, file_index, datanode))
+            for (ino, _, _), x in cs.extents_added.items():
+                added.append((ino, x.file_index, x.datanode_id, x.block_start, x.block_count))
+            released.extend(cs.released)
             for ino, inode in cs.inodes.items():
                 if inode is None:
                     deleted_inodes.append(ino)
@@ -228,6 +338,10 @@ class Store:
             order,
             [touches[i][0] for i in order],
             [touches[i][1] for i in order],
+            *_columns(dropped, 3),
+            *_columns(added, 5),
+            *_columns(released, 3),
+            datetime.fromtimestamp(time.time() + self.release_seconds, UTC),
         )
         return [inode_from_row(r) for r in rows]
 
@@ -249,6 +363,17 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     # Read connections never change session state; asyncpg's default reset would cost
     # a round trip on every release.
     return None
+
+
+def _datanode(row: asyncpg.Record) -> DatanodeRow:
+    return DatanodeRow(
+        row["datanode_id"],
+        str(row["identity"]),
+        row["host"],
+        row["address"],
+        row["blocksize"],
+        row["capacity_blocks"],
+    )
 
 
 def _columns(rows: Iterable[tuple[object, ...]], width: int) -> list[list[object]]:

@@ -1,8 +1,8 @@
 -- The namenode's group commit in one call: a PL/pgSQL function keeps the plans of its
 -- statements cached, skips the parts a group does not use, and costs one round trip.
 -- The parts touch disjoint rows (the namenode's locks guarantee it); order matters only
--- for the foreign keys: new inodes before entries naming them, entries removed before
--- their inodes. Returns the touched directories' new rows.
+-- for the foreign keys: new inodes before entries and extents naming them, entries and
+-- extents removed before their inodes. Returns the touched directories' new rows.
 CREATE FUNCTION apply_group(
     up_ino bigint[], up_kind smallint[], up_mode integer[], up_uid bigint[], up_gid bigint[],
     up_size bigint[], up_mtime_ns bigint[], up_ctime_ns bigint[], up_nlink integer[],
@@ -10,7 +10,12 @@ CREATE FUNCTION apply_group(
     unlink_parent bigint[], unlink_name text[],
     link_parent bigint[], link_name text[], link_ino bigint[],
     removed_ino bigint[],
-    touch_ino bigint[], touch_mtime_ns bigint[], touch_nlink_delta integer[]
+    touch_ino bigint[], touch_mtime_ns bigint[], touch_nlink_delta integer[],
+    drop_ino bigint[], drop_file_index bigint[], drop_datanode integer[],
+    add_ino bigint[], add_file_index bigint[], add_datanode integer[], add_block_start bigint[],
+    add_block_count bigint[],
+    rel_datanode integer[], rel_block_start bigint[], rel_block_count bigint[],
+    rel_reusable_after timestamptz
 ) RETURNS SETOF inodes
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -25,6 +30,23 @@ BEGIN
             size = EXCLUDED.size, mtime_ns = EXCLUDED.mtime_ns, ctime_ns = EXCLUDED.ctime_ns,
             nlink = EXCLUDED.nlink, replication = EXCLUDED.replication,
             blocksize = EXCLUDED.blocksize, version = EXCLUDED.version, target = EXCLUDED.target;
+    END IF;
+    IF cardinality(drop_ino) > 0 THEN
+        DELETE FROM extents x
+        USING unnest(drop_ino, drop_file_index, drop_datanode) AS d(ino, file_index, datanode)
+        WHERE x.ino = d.ino AND x.file_index = d.file_index AND x.datanode_id = d.datanode;
+    END IF;
+    IF cardinality(add_ino) > 0 THEN
+        INSERT INTO extents (ino, file_index, datanode_id, block_start, block_count)
+        SELECT * FROM unnest(add_ino, add_file_index, add_datanode, add_block_start,
+                             add_block_count);
+    END IF;
+    IF cardinality(rel_datanode) > 0 THEN
+        INSERT INTO released_extents (datanode_id, block_start, block_count, reusable_after)
+        SELECT d, s, c, rel_reusable_after
+        FROM unnest(rel_datanode, rel_block_start, rel_block_count) AS r(d, s, c)
+        ON CONFLICT ON CONSTRAINT released_extents_pkey DO UPDATE SET
+            block_count = EXCLUDED.block_count, reusable_after = EXCLUDED.reusable_after;
     END IF;
     IF cardinality(unlink_parent) > 0 THEN
         DELETE FROM entries e

@@ -466,14 +466,15 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
     assert "PFS_NAMENODE_DSN" not in env and "PGHOST" not in env
     pids: list[int] = []
     try:
-        up = run_pfs(env, "local", "up", timeout=120)
+        up = run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120)
         assert_ok(up, None)
         assert up.lines[0] == f"local cluster started in {home}"
         state = load_state(home)
         assert state is not None and state.embedded_postgres
         pids.append(state.namenode_pid)
         assert f"{state.namenode_address} (pid {state.namenode_pid})" in up.lines[1]
-        assert up.lines[2] == f"  postgresql: embedded, {home / 'postgres'}"
+        assert up.lines[2].startswith("  datanode 1: 127.0.0.1:")
+        assert up.lines[3] == f"  postgresql: embedded, {home / 'postgres'}"
         assert (home / "client.json").is_file()
 
         # Plain commands find the namenode through PFS_HOME/client.json.
@@ -491,6 +492,8 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
         assert_ok(
             status,
             f"namenode:    running, pid {state.namenode_pid}, {state.namenode_address}\n"
+            f"datanode 1:  running, pid {state.datanodes[0]['pid']}, "
+            f"{state.datanodes[0]['address']}\n"
             f"postgresql:  running, embedded, {home / 'postgres'}\n",
         )
     finally:
@@ -498,16 +501,19 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
             recorded = load_state(home)
             if recorded is not None and recorded.namenode_pid not in pids:
                 pids.append(recorded.namenode_pid)
+            if recorded is not None:
+                pids.extend(int(str(d["pid"])) for d in recorded.datanodes)
         try:
             down = run_pfs(env, "local", "down", timeout=120)
         finally:  # never leave our daemons behind, even if `down` is broken
             for pid in pids:
-                if process_alive(pid, "plasmafs.namenode"):
-                    os.kill(pid, signal.SIGKILL)
+                for marker in ("plasmafs.namenode", "plasmafs.datanode"):
+                    if process_alive(pid, marker):
+                        os.kill(pid, signal.SIGKILL)
             if postgres_running(home / "postgres"):
                 stop_postgres(home / "postgres")
     assert_ok(down, None)
-    assert down.out.startswith("stopped: namenode (pid ")
+    assert down.out.startswith("stopped: datanode (pid ")
     assert down.out.rstrip().endswith(", postgresql")
     assert all(not process_alive(pid, "plasmafs.namenode") for pid in pids)
     assert not postgres_running(home / "postgres")

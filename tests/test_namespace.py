@@ -26,10 +26,10 @@ from plasmafs.client import (
 
 async def test_mkdir_create_and_lookup(fs: Client) -> None:
     d = await fs.mkdir("/a", 0o750)
-    f = await fs.create("/a/f", 0o600, replication=2, blocksize=128 * 1024)
+    f = await fs.create("/a/f", 0o600, replication=2)
     assert d.kind is FileKind.DIRECTORY and d.mode == 0o750 and d.nlink == 2
     assert f.kind is FileKind.FILE and f.mode == 0o600 and f.size == 0
-    assert (f.replication, f.blocksize) == (2, 128 * 1024)
+    assert (f.replication, f.blocksize) == (2, 1024 * 1024)
     assert await fs.stat("/a/f") == f
     assert await fs.getattr(f.ino) == f
     root = await fs.stat("/")

@@ -41,6 +41,9 @@ class ClusterState:
     embedded_postgres: bool
     namenode_address: str
     namenode_pid: int
+    datanodes: list[dict[str, object]] = field(default_factory=list)
+    datanode_capacity: int = 8 * 1024**3
+    blocksize: int = 1024**2
     started_at: float = field(default_factory=time.time)
 
 
@@ -146,6 +149,57 @@ def start_namenode_process(
     return proc.pid, ready.read_text().strip()
 
 
+def start_datanode_process(
+    directory: Path,
+    namenode: str,
+    capacity: int,
+    blocksize: int,
+    timeout: float = 60.0,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Start `pfs-datanode` on the volume in `directory`; return its pid and address."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ready = directory / "datanode.ready"
+    ready.unlink(missing_ok=True)
+    log_path = directory / "datanode.log"
+    args = [
+        sys.executable,
+        "-m",
+        "plasmafs.datanode",
+        "--volume",
+        str(directory / "volume"),
+        "--capacity",
+        str(capacity),
+        "--blocksize",
+        str(blocksize),
+        "--namenode",
+        namenode,
+        "--listen",
+        "127.0.0.1:0",
+        "--ready-file",
+        str(ready),
+    ]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=dict(os.environ, **(extra_env or {})),
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+            raise StorageError(f"a datanode exited at start: {' '.join(tail)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise StorageError(f"a datanode did not start within {timeout:g}s; see {log_path}")
+        time.sleep(0.02)
+    return proc.pid, ready.read_text().strip()
+
+
 def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:
     """SIGTERM `pid` (if it is still ours), SIGKILL after `timeout`; True if it ran."""
     if not process_alive(pid, marker):
@@ -166,14 +220,31 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def up(home: Path) -> tuple[ClusterState, bool]:
-    """Start what is not running; return the state and whether anything was started."""
+def up(
+    home: Path,
+    datanodes: int | None = None,
+    capacity: int | None = None,
+    blocksize: int | None = None,
+) -> tuple[ClusterState, bool]:
+    """Start what is not running; return the state and whether anything was started.
+
+    Unset sizes and counts are those the cluster in `home` was made with (defaults: 2
+    datanodes of 8 GiB, blocksize 1 MiB).
+    """
     home.mkdir(parents=True, exist_ok=True)
     state = load_state(home)
+    datanodes = datanodes if datanodes is not None else len(state.datanodes) if state else 2
+    capacity = capacity or (state.datanode_capacity if state else 8 * 1024**3)
+    blocksize = blocksize or (state.blocksize if state else 1024**2)
     nn_alive = state is not None and process_alive(state.namenode_pid, "plasmafs.namenode")
+    dn_alive = state is not None and all(
+        process_alive(int(str(d["pid"])), "plasmafs.datanode") for d in state.datanodes
+    )
     if (
         state is not None
         and nn_alive
+        and dn_alive
+        and len(state.datanodes) >= datanodes
         and (not state.embedded_postgres or postgres_running(home / "postgres"))
     ):
         return state, False
@@ -185,11 +256,17 @@ def up(home: Path) -> tuple[ClusterState, bool]:
         port = pg.port if pg is not None else _running_pg_port(home / "postgres")
         asyncio.run(_ensure_database(f"postgresql://postgres@127.0.0.1:{port}/postgres", DATABASE))
         dsn, embedded = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", True
-    if state is not None and process_alive(state.namenode_pid, "plasmafs.namenode"):
-        stop_process(state.namenode_pid, "plasmafs.namenode")
+    if state is not None:
+        _stop_daemons(state)
     listen = f"127.0.0.1:{_pick_namenode_port()}"
-    pid, address = start_namenode_process(home, dsn, listen)
-    state = ClusterState(dsn, embedded, address, pid)
+    pid, address = start_namenode_process(
+        home, dsn, listen, extra_env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize)}
+    )
+    state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize)
+    for k in range(datanodes):
+        directory = home / f"datanode-{k + 1}"
+        dn_pid, dn_address = start_datanode_process(directory, address, capacity, blocksize)
+        state.datanodes.append({"pid": dn_pid, "address": dn_address, "dir": str(directory)})
     tmp = _state_path(home).with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
     tmp.replace(_state_path(home))
@@ -205,12 +282,22 @@ def _running_pg_port(datadir: Path) -> int:
         raise StorageError(f"cannot read the running PostgreSQL's port in {datadir}") from exc
 
 
+def _stop_daemons(state: ClusterState) -> list[str]:
+    stopped = []
+    for d in state.datanodes:
+        if stop_process(int(str(d["pid"])), "plasmafs.datanode"):
+            stopped.append(f"datanode (pid {d['pid']})")
+    if stop_process(state.namenode_pid, "plasmafs.namenode"):
+        stopped.append(f"namenode (pid {state.namenode_pid})")
+    return stopped
+
+
 def down(home: Path) -> list[str]:
     """Stop everything `up` started; return what was stopped."""
     stopped: list[str] = []
     state = load_state(home)
-    if state is not None and stop_process(state.namenode_pid, "plasmafs.namenode"):
-        stopped.append(f"namenode (pid {state.namenode_pid})")
+    if state is not None:
+        stopped += _stop_daemons(state)
     if (state is None or state.embedded_postgres) and postgres_running(home / "postgres"):
         stop_postgres(home / "postgres")
         stopped.append("postgresql")
@@ -232,6 +319,13 @@ def status(home: Path) -> dict[str, str]:
             else f"NOT running (was pid {state.namenode_pid}; log {home / 'namenode.log'})"
         )
     }
+    for k, d in enumerate(state.datanodes, start=1):
+        alive = process_alive(int(str(d["pid"])), "plasmafs.datanode")
+        report[f"datanode {k}"] = (
+            f"running, pid {d['pid']}, {d['address']}"
+            if alive
+            else f"NOT running (was pid {d['pid']}; log {d['dir']}/datanode.log)"
+        )
     if state.embedded_postgres:
         pg = postgres_running(home / "postgres")
         report["postgresql"] = (

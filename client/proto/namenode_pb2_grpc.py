@@ -26,6 +26,124 @@ if _version_not_supported:
     )
 
 
+class DatanodeRegistryStub:
+    """Datanodes announce themselves here (rate does not matter: plain unary calls).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Register = channel.unary_unary(
+                '/plasmafs.namenode.v1.DatanodeRegistry/Register',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RegisterRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RegisterReply.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/plasmafs.namenode.v1.DatanodeRegistry/Heartbeat',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatReply.FromString,
+                _registered_method=True)
+
+
+class DatanodeRegistryServicer:
+    """Datanodes announce themselves here (rate does not matter: plain unary calls).
+    """
+
+    def Register(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_DatanodeRegistryServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Register': grpc.unary_unary_rpc_method_handler(
+                    servicer.Register,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RegisterRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RegisterReply.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'plasmafs.namenode.v1.DatanodeRegistry', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('plasmafs.namenode.v1.DatanodeRegistry', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class DatanodeRegistry:
+    """Datanodes announce themselves here (rate does not matter: plain unary calls).
+    """
+
+    @staticmethod
+    def Register(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.DatanodeRegistry/Register',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.RegisterRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.RegisterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.DatanodeRegistry/Heartbeat',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class NamenodeStub:
     """Missing associated documentation comment in .proto file."""
 

@@ -1,0 +1,133 @@
+"""Talking to datanodes: one channel per datanode address, range reads as streams, range
+writes fed from a bounded queue so that no more than a few chunks are in memory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from plasmafs.client.attributes import Replica
+from plasmafs.client.errors import (
+    CorruptionError,
+    PlasmaError,
+    UnavailableError,
+    error_from_rpc,
+)
+from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 80 * 1024 * 1024),
+    ("grpc.max_send_message_length", 80 * 1024 * 1024),
+    ("grpc.enable_retries", 0),
+]
+QUEUE_CHUNKS = 4
+
+
+class DataChannels:
+    """gRPC channels to datanodes, opened on first use and kept."""
+
+    def __init__(self) -> None:
+        self._stubs: dict[str, dpb_grpc.DatanodeStub] = {}
+        self._channels: list[grpc.aio.Channel] = []
+
+    def stub(self, address: str) -> dpb_grpc.DatanodeStub:
+        """The stub for a datanode address."""
+        stub = self._stubs.get(address)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channels.append(channel)
+            stub = self._stubs[address] = dpb_grpc.DatanodeStub(channel)
+        return stub
+
+    async def close(self) -> None:
+        """Close every channel."""
+        for channel in self._channels:
+            await channel.close()
+        self._channels.clear()
+        self._stubs.clear()
+
+
+def _ticket(replica: Replica) -> dpb.Ticket:
+    return dpb.Ticket.FromString(replica.ticket)
+
+
+def data_error(exc: grpc.RpcError, replica: Replica) -> PlasmaError:
+    """A datanode failure as a plasmafs error naming the datanode."""
+    error = error_from_rpc(exc)
+    where = f"datanode {replica.datanode_id} at {replica.address}"
+    if isinstance(error, CorruptionError):
+        return CorruptionError(f"{where}: {error}")
+    if exc.code() in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    ):
+        return UnavailableError(f"{where} unavailable: {exc.details()}")
+    return type(error)(f"{where}: {error}")
+
+
+async def read_range(
+    channels: DataChannels,
+    replica: Replica,
+    first_block: int,
+    block_count: int,
+    offset: int,
+    length: int,
+) -> AsyncIterator[bytes]:
+    """Bytes [offset, offset+length) of `block_count` blocks starting `first_block` blocks
+    into the replica's extent."""
+    request = dpb.ReadRequest(
+        ticket=_ticket(replica),
+        block_start=replica.block_start + first_block,
+        block_count=block_count,
+        offset=offset,
+        length=length,
+    )
+    call = channels.stub(replica.address).ReadBlocks(request)
+    try:
+        async for chunk in call:
+            yield chunk.data
+    except grpc.RpcError as exc:
+        raise data_error(exc, replica) from exc
+    finally:
+        call.cancel()
+
+
+async def write_range(
+    channels: DataChannels,
+    replica: Replica,
+    first_block: int,
+    block_count: int,
+    chunks: asyncio.Queue[bytes | None],
+) -> int:
+    """Write the chunks from `chunks` (None ends them) to the replica's blocks; returns the
+    bytes the datanode made durable."""
+    head = dpb.WriteChunk(
+        ticket=_ticket(replica),
+        block_start=replica.block_start + first_block,
+        block_count=block_count,
+    )
+
+    async def requests() -> AsyncIterator[dpb.WriteChunk]:
+        first = True
+        while True:
+            data = await chunks.get()
+            if data is None:
+                if first:
+                    yield head
+                return
+            if first:
+                head.data = data
+                yield head
+                first = False
+            else:
+                yield dpb.WriteChunk(data=data)
+
+    try:
+        reply = await channels.stub(replica.address).WriteBlocks(requests())
+    except grpc.RpcError as exc:
+        raise data_error(exc, replica) from exc
+    return int(reply.bytes_written)

@@ -1,0 +1,347 @@
+"""File objects: streaming writes to every replica, and reads straight from datanodes.
+
+A writer creates (or truncates) the file in a transaction, asks the namenode for
+blocks in long runs, streams the data to every replica of a run at once, and commits
+when closed (and every `commit_every` bytes, so very large files become visible in
+steps of whole committed prefixes). If anything fails, the transaction is aborted:
+nothing of the new content becomes visible and the reserved blocks are free again.
+
+A reader fetches the file's block list once; from then on reads go to datanodes
+only, failing over to another replica when one is unreachable or returns corrupt
+data. The blocks of the version it opened stay readable while its tickets live, even
+if the file is overwritten meanwhile: a reader sees the old or the new content,
+never a mix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator
+from types import TracebackType
+
+from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind
+from plasmafs.client.datapath import DataChannels, read_range, write_range
+from plasmafs.client.errors import (
+    ExistsError,
+    InvalidArgumentError,
+    IsDirectoryError,
+    PlasmaError,
+    UnavailableError,
+)
+from plasmafs.client.transaction import CommittedReads, Transaction
+
+RUN_BLOCKS = 128  # blocks requested per allocation when the size is unknown
+MAX_RUN_BLOCKS = 1024  # blocks requested per allocation at most
+COMMIT_EVERY = 1 << 30
+
+
+class FileWriter:
+    """An open file being written (binary; sequential)."""
+
+    def __init__(
+        self,
+        txn_factory: object,
+        channels: DataChannels,
+        path: str,
+        *,
+        replication: int = 0,
+        size_hint: int | None = None,
+        commit_every: int = COMMIT_EVERY,
+    ) -> None:
+        self._begin = txn_factory
+        self._channels = channels
+        self.path = path
+        self._replication = replication
+        self._size_hint = size_hint
+        self._commit_every = commit_every
+        self._txn: Transaction | None = None
+        self.attr: Attr | None = None
+        self._bs = 0
+        self._written = 0  # bytes handed to datanodes (whole file)
+        self._since_commit = 0
+        self._buffer = bytearray()
+        self._runs: list[Extent] = []
+        self._current: Extent | None = None
+        self._current_used = 0  # bytes written into the current extent
+        self._queues: list[asyncio.Queue[bytes | None]] = []
+        self._tasks: list[asyncio.Task[int]] = []
+        self.closed = False
+
+    async def open(self) -> FileWriter:
+        """Create the file, or truncate an existing one, in a new transaction."""
+        t = await self._new_txn()
+        try:
+            self.attr = await t.create(self.path, replication=self._replication)
+        except ExistsError:
+            current = await t.stat(self.path)
+            if current.kind is not FileKind.FILE:
+                await t.abort()
+                raise IsDirectoryError(f"{self.path} is not a regular file") from None
+            changes = {"size": 0}
+            if self._replication:
+                changes["replication"] = self._replication
+            self.attr = await t.setattr(self.path, **changes)
+        except BaseException:
+            await t.abort()
+            raise
+        self._bs = self.attr.blocksize
+        return self
+
+    async def _new_txn(self) -> Transaction:
+        self._txn = await self._begin()  # type: ignore[operator]
+        return self._txn
+
+    async def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Queue bytes; whole blocks go to the datanodes as soon as they are complete."""
+        if self.closed:
+            raise ValueError("write to a closed file")
+        self._buffer += data
+        bs = self._bs
+        try:
+            while len(self._buffer) >= bs:
+                block = bytes(self._buffer[:bs])
+                del self._buffer[:bs]
+                await self._send(block)
+        except BaseException:
+            await self._fail()
+            raise
+        return len(data)
+
+    async def _send(self, chunk: bytes) -> None:
+        if self._current is None or self._current_used >= self._current.block_count * self._bs:
+            await self._next_extent()
+        for queue in self._queues:
+            await queue.put(chunk)
+        for task in self._tasks:  # a replica that failed stops the write at once
+            if task.done():
+                task.result()
+        self._current_used += len(chunk)
+        self._written += len(chunk)
+        self._since_commit += len(chunk)
+
+    async def _next_extent(self) -> None:
+        await self._finish_extent()
+        if self._since_commit >= self._commit_every:
+            await self._commit_step()
+        if not self._runs:
+            await self._allocate()
+        self._current = self._runs.pop(0)
+        self._current_used = 0
+        self._queues = [asyncio.Queue(maxsize=4) for _ in self._current.replicas]
+        self._tasks = [
+            asyncio.ensure_future(
+                write_range(self._channels, replica, 0, self._current.block_count, queue)
+            )
+            for replica, queue in zip(self._current.replicas, self._queues, strict=True)
+        ]
+
+    async def _allocate(self) -> None:
+        assert self._txn is not None and self.attr is not None
+        next_block = self._written // self._bs
+        if self._size_hint is not None:
+            left = max(self._size_hint - self._written, 1)
+            want = min(MAX_RUN_BLOCKS, (left + self._bs - 1) // self._bs)
+        else:
+            want = RUN_BLOCKS
+        blocks = await self._txn.allocate(self.attr.ino, next_block, want)
+        self._runs = list(blocks.extents)
+
+    async def _finish_extent(self) -> None:
+        if self._current is None:
+            return
+        for queue in self._queues:
+            await queue.put(None)
+        results = await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._current, self._queues, self._tasks = None, [], []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _commit_step(self) -> None:
+        assert self._txn is not None and self.attr is not None
+        # Unused reservations of the current allocation are dropped by the size change.
+        self._runs = []
+        await self._txn.setattr(self.attr.ino, size=self._written)
+        await self._txn.commit()
+        self._since_commit = 0
+        t = await self._new_txn()
+        self.attr = await t.getattr(self.attr.ino)
+
+    async def close(self) -> Attr:
+        """Write what is buffered, wait for every replica, set the size, commit."""
+        if self.closed:
+            assert self.attr is not None
+            return self.attr
+        try:
+            if self._buffer:
+                tail = bytes(self._buffer)
+                self._buffer.clear()
+                await self._send(tail)
+            await self._finish_extent()
+            assert self._txn is not None and self.attr is not None
+            self.attr = await self._txn.setattr(self.attr.ino, size=self._written)
+            await self._txn.commit()
+        except BaseException:
+            await self._fail()
+            raise
+        self.closed = True
+        return self.attr
+
+    async def _fail(self) -> None:
+        self.closed = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._txn is not None:
+            await self._txn.abort()
+
+    async def abort(self) -> None:
+        """Give up: nothing written becomes visible."""
+        if not self.closed:
+            await self._fail()
+
+    async def __aenter__(self) -> FileWriter:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
+
+
+class FileReader:
+    """An open file being read (binary; random access)."""
+
+    def __init__(self, reads: CommittedReads, channels: DataChannels, path: str) -> None:
+        self._reads = reads
+        self._channels = channels
+        self.path = path
+        self.attr: Attr | None = None
+        self.blocks: BlockList | None = None
+        self._position = 0
+        self._turn = 0
+        self.closed = False
+
+    async def open(self) -> FileReader:
+        """Fetch the attributes and the whole block list (the only namenode requests)."""
+        attr = await self._reads.stat(self.path)
+        if attr.kind is not FileKind.FILE:
+            raise IsDirectoryError(f"{self.path} is not a regular file")
+        self.blocks = await self._reads.blocks(attr.ino)
+        self.attr = attr
+        return self
+
+    @property
+    def size(self) -> int:
+        """The size of the version that was opened."""
+        assert self.blocks is not None
+        return self.blocks.size
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move the position, as io.RawIOBase.seek does."""
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise InvalidArgumentError("negative seek position")
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        """The current position."""
+        return self._position
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to `n` bytes from the position (all the rest with n < 0)."""
+        end = self.size if n < 0 else min(self.size, self._position + n)
+        data = await self.pread(self._position, end - self._position)
+        self._position += len(data)
+        return data
+
+    async def readinto(self, buffer: bytearray | memoryview) -> int:
+        """Fill `buffer` from the position; returns the number of bytes read."""
+        data = await self.read(len(buffer))
+        memoryview(buffer)[: len(data)] = data
+        return len(data)
+
+    async def pread(self, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset+length) of the file (holes read as zeros)."""
+        out = bytearray()
+        async for piece in self.stream(offset, length):
+            out += piece
+        return bytes(out)
+
+    async def stream(self, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
+        """The file's bytes from `offset`, as the datanodes send them."""
+        assert self.blocks is not None
+        bs = self.blocks.blocksize
+        end = self.size if length is None else min(self.size, offset + max(length, 0))
+        position = offset
+        for extent in self.blocks.extents:
+            if position >= end:
+                break
+            ext_lo, ext_hi = extent.file_index * bs, extent.file_end * bs
+            if ext_hi <= position:
+                continue
+            if ext_lo > position:  # a hole
+                gap = min(ext_lo, end) - position
+                yield bytes(gap)
+                position += gap
+                if position >= end:
+                    break
+            stop = min(ext_hi, end)
+            async for piece in self._extent_bytes(extent, position - ext_lo, stop - position):
+                yield piece
+                position += len(piece)
+        if position < end:
+            yield bytes(end - position)
+
+    async def _extent_bytes(self, extent: Extent, offset: int, length: int) -> AsyncIterator[bytes]:
+        assert self.blocks is not None
+        bs = self.blocks.blocksize
+        replicas = list(extent.replicas)
+        self._turn += 1
+        start = self._turn % len(replicas)
+        order = replicas[start:] + replicas[:start]
+        errors: list[PlasmaError] = []
+        done = 0
+        for replica in order:
+            first = (offset + done) // bs
+            count = (offset + length - 1) // bs - first + 1
+            skip = offset + done - first * bs
+            try:
+                async for piece in read_range(
+                    self._channels, replica, first, count, skip, length - done
+                ):
+                    done += len(piece)
+                    yield piece
+                return
+            except PlasmaError as exc:  # fail over, resuming where this replica stopped
+                errors.append(exc)
+        if (
+            errors
+            and all(type(e) is type(errors[0]) for e in errors)
+            and not isinstance(errors[0], UnavailableError)
+        ):
+            raise type(errors[0])("; ".join(str(e) for e in errors))
+        raise UnavailableError("no replica answered: " + "; ".join(str(e) for e in errors))
+
+    async def close(self) -> None:
+        """Nothing to release but the object."""
+        self.closed = True
+
+    async def __aenter__(self) -> FileReader:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,132 @@
+"""The datanode's gRPC face: ticket-checked range reads and writes on its volume.
+
+Reads stream the range in large messages, verifying every block's checksum. Writes
+take a stream of bytes for one block range and answer only once the data is durable
+(fdatasync, unless the volume's sync policy says otherwise). Disk work runs in a
+thread so the event loop keeps serving other calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from plasmafs.client import tickets
+from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError, abort_with
+from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.datanode.volume import Volume
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BLOCKS = 1  # one block per message: large messages, bounded memory
+
+
+class Registration:
+    """What the namenode told this datanode when it registered."""
+
+    def __init__(self) -> None:
+        self.datanode_id = 0
+        self.secret = b""
+
+
+class DatanodeServicer(dpb_grpc.DatanodeServicer):
+    """Serves one volume."""
+
+    def __init__(self, volume: Volume, registration: Registration) -> None:
+        self.volume = volume
+        self.registration = registration
+        self.bytes_read = 0
+        self.bytes_written = 0
+
+    def _check(self, ticket: dpb.Ticket, start: int, count: int, write: bool) -> None:
+        reg = self.registration
+        if not reg.secret:
+            raise StorageError("the datanode has not registered with a namenode yet")
+        tickets.check(reg.secret, ticket, reg.datanode_id, start, count, write=write)
+        self.volume.check_range(start, count)
+
+    async def ReadBlocks(
+        self, request: dpb.ReadRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[dpb.ReadChunk]:
+        """Stream bytes of a block range."""
+        try:
+            self._check(request.ticket, request.block_start, request.block_count, write=False)
+            bs = self.volume.info.blocksize
+            total = request.block_count * bs
+            if request.offset >= total or request.offset + request.length > total:
+                raise InvalidArgumentError("offset/length outside the block range")
+            length = request.length or total - request.offset
+            pieces = self.volume.read(
+                request.block_start,
+                request.block_count,
+                request.offset,
+                length,
+                READ_CHUNK_BLOCKS,
+            )
+            while True:
+                data = await asyncio.to_thread(next, pieces, None)
+                if data is None:
+                    break
+                self.bytes_read += len(data)
+                yield dpb.ReadChunk(data=data)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+        except OSError as exc:
+            log.exception("volume read failed")
+            await abort_with(context, StorageError(f"volume read failed: {exc}"))
+
+    async def WriteBlocks(
+        self, request_iterator: AsyncIterator[dpb.WriteChunk], context: grpc.aio.ServicerContext
+    ) -> dpb.WriteReply:
+        """Fill a block range from a stream of bytes; answer when durable."""
+        try:
+            first = await anext(request_iterator, None)
+            if first is None:
+                raise InvalidArgumentError("empty write stream")
+            start, count = first.block_start, first.block_count
+            self._check(first.ticket, start, count, write=True)
+            bs = self.volume.info.blocksize
+            limit = count * bs
+            written = 0
+            pending = bytearray(first.data)
+            async for chunk in request_iterator:
+                pending += chunk.data
+                if len(pending) >= bs:
+                    whole = len(pending) - len(pending) % bs
+                    if written + whole > limit:
+                        raise InvalidArgumentError(f"more than {count} blocks of data")
+                    block = bytes(pending[:whole])
+                    del pending[:whole]
+                    await asyncio.to_thread(self.volume.write_blocks, start + written // bs, block)
+                    written += whole
+            if written + len(pending) > limit:
+                raise InvalidArgumentError(f"more than {count} blocks of data")
+            if pending:
+                await asyncio.to_thread(self.volume.write_blocks, start + written // bs, pending)
+                written += len(pending)
+            await asyncio.to_thread(self.volume.flush)
+            self.bytes_written += written
+            return dpb.WriteReply(bytes_written=written)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+        except OSError as exc:
+            log.exception("volume write failed")
+            await abort_with(context, StorageError(f"volume write failed: {exc}"))
+            raise AssertionError("unreachable") from None
+
+    async def Info(
+        self, request: dpb.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> dpb.InfoReply:
+        """The volume's identity."""
+        info = self.volume.info
+        return dpb.InfoReply(
+            identity=info.identity,
+            datanode_id=self.registration.datanode_id,
+            blocksize=info.blocksize,
+            capacity_blocks=info.capacity_blocks,
+        )

@@ -1,0 +1,70 @@
+"""Datanode settings: environment variables PFS_DATANODE_*, or a TOML file
+(PFS_DATANODE_CONFIG or --config), environment winning over the file."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from plasmafs.client.sizes import parse_size
+
+
+class DatanodeSettings(BaseSettings):
+    """Everything the datanode daemon can be told."""
+
+    model_config = SettingsConfigDict(env_prefix="PFS_DATANODE_", extra="forbid")
+
+    volume: Path = Field(description="directory holding the volume files")
+    capacity: int = Field(default=1024**3, description="volume size in bytes (e.g. 20G)")
+    blocksize: int = Field(default=1024 * 1024, description="must equal the cluster's")
+    listen: str = Field(default="127.0.0.1:0", description="host:port for gRPC")
+    advertise: str | None = Field(default=None, description="host:port clients use")
+    namenode: str = Field(default="127.0.0.1:7530", description="namenode host:port")
+    host_identity: str = Field(default_factory=socket.gethostname)
+    sync: str = Field(default="fdatasync", description="fdatasync (default) or none")
+    ready_file: Path | None = None
+    register_timeout: float = Field(default=60.0, gt=0)
+    log_level: str = "INFO"
+
+    @field_validator("capacity", "blocksize", mode="before")
+    @classmethod
+    def _sizes(cls, value: str | int) -> int:
+        return parse_size(value)
+
+    @field_validator("blocksize")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if not (64 * 1024 <= value <= 64 * 1024 * 1024 and value & (value - 1) == 0):
+            raise ValueError("blocksize must be a power of two from 64K to 64M")
+        return value
+
+    @field_validator("sync")
+    @classmethod
+    def _sync_policy(cls, value: str) -> str:
+        if value not in ("fdatasync", "none"):
+            raise ValueError("sync must be 'fdatasync' or 'none'")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config = os.environ.get("PFS_DATANODE_CONFIG")
+        if config:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
+        return tuple(sources)

@@ -1,0 +1,161 @@
+"""One preallocated volume: block i at offset i * blocksize of `volume.data`, its crc32c
+at offset 4 * i of `volume.crc`, and the volume's identity in `volume.json`.
+
+Every block is written whole (a short last block is padded with zeros) together with
+its checksum, and every read verifies the checksum of each block it touches: a
+mismatch raises CorruptionError and no byte of that block is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from plasmafs.client.errors import ConfigError, CorruptionError, InvalidArgumentError
+
+META = "volume.json"
+DATA = "volume.data"
+CRC = "volume.crc"
+_CRC = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """The persistent identity of a volume."""
+
+    identity: str
+    blocksize: int
+    capacity_blocks: int
+
+
+class Volume:
+    """Block-granular access to one volume directory."""
+
+    def __init__(self, directory: Path, info: VolumeInfo, sync: bool) -> None:
+        self.directory = directory
+        self.info = info
+        self.sync = sync
+        self._data = os.open(directory / DATA, os.O_RDWR)
+        self._crc = os.open(directory / CRC, os.O_RDWR)
+
+    @classmethod
+    def open(cls, directory: Path, blocksize: int, capacity: int, sync: bool = True) -> Volume:
+        """Open the volume in `directory`, creating it (preallocated) if it does not exist.
+
+        An existing volume keeps its identity and data; one made with another
+        blocksize or capacity is refused rather than silently reinterpreted.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = directory / META
+        capacity_blocks = capacity // blocksize
+        if capacity_blocks < 1:
+            raise ConfigError(f"capacity {capacity} is smaller than one block of {blocksize}")
+        if meta.exists():
+            try:
+                info = VolumeInfo(**json.loads(meta.read_text()))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"{meta} is damaged: {exc}") from exc
+            if info.blocksize != blocksize:
+                raise ConfigError(
+                    f"volume {directory} has blocksize {info.blocksize}, not {blocksize}"
+                )
+            if info.capacity_blocks != capacity_blocks:
+                raise ConfigError(
+                    f"volume {directory} has {info.capacity_blocks} blocks, "
+                    f"the settings ask for {capacity_blocks}"
+                )
+            return cls(directory, info, sync)
+        info = VolumeInfo(str(uuid.uuid4()), blocksize, capacity_blocks)
+        for name, size in ((DATA, capacity_blocks * blocksize), (CRC, capacity_blocks * 4)):
+            fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        tmp = meta.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info.__dict__) + "\n")
+        os.replace(tmp, meta)
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return cls(directory, info, sync)
+
+    def close(self) -> None:
+        """Close the files."""
+        os.close(self._data)
+        os.close(self._crc)
+
+    def check_range(self, block_start: int, block_count: int) -> None:
+        """Raise unless the range lies inside the volume."""
+        if block_count < 1 or block_start + block_count > self.info.capacity_blocks:
+            raise InvalidArgumentError(
+                f"blocks {block_start}+{block_count} outside a volume of "
+                f"{self.info.capacity_blocks} blocks"
+            )
+
+    def read_blocks(self, block_start: int, block_count: int) -> bytes:
+        """Whole blocks, each verified against its checksum."""
+        bs = self.info.blocksize
+        data = os.pread(self._data, block_count * bs, block_start * bs)
+        crcs = os.pread(self._crc, block_count * 4, block_start * 4)
+        view = memoryview(data)
+        for i in range(block_count):
+            stored = _CRC.unpack_from(crcs, i * 4)[0]
+            if crc32c.crc32c(view[i * bs : (i + 1) * bs]) != stored:
+                raise CorruptionError(
+                    f"block {block_start + i} of volume {self.info.identity} fails its checksum"
+                )
+        return data
+
+    def read(
+        self, block_start: int, block_count: int, offset: int, length: int, chunk_blocks: int
+    ) -> Iterator[bytes]:
+        """Bytes [offset, offset+length) of the range, in pieces of up to `chunk_blocks`."""
+        bs = self.info.blocksize
+        end = offset + length
+        first = block_start + offset // bs
+        last = block_start + (end - 1) // bs  # inclusive
+        position = (first - block_start) * bs
+        block = first
+        while block <= last:
+            n = min(chunk_blocks, last - block + 1)
+            data = self.read_blocks(block, n)
+            lo = max(offset - position, 0)
+            hi = min(end - position, len(data))
+            yield data[lo:hi] if (lo, hi) != (0, len(data)) else data
+            position += n * bs
+            block += n
+
+    def write_blocks(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
+        """Write whole blocks (a short tail is padded with zeros) and their checksums."""
+        bs = self.info.blocksize
+        count = (len(data) + bs - 1) // bs
+        if len(data) % bs:
+            data = bytes(data) + bytes(count * bs - len(data))
+        view = memoryview(data)
+        crcs = b"".join(_CRC.pack(crc32c.crc32c(view[i * bs : (i + 1) * bs])) for i in range(count))
+        _pwrite_all(self._data, view, block_start * bs)
+        _pwrite_all(self._crc, memoryview(crcs), block_start * 4)
+
+    def flush(self) -> None:
+        """Make written blocks durable (fdatasync), unless the sync policy is 'none'."""
+        if self.sync:
+            os.fdatasync(self._data)
+            os.fdatasync(self._crc)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data:
+        written = os.pwrite(fd, data, offset)
+        data = data[written:]
+        offset += written

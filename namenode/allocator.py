@@ -1,0 +1,205 @@
+"""Block allocation: each datanode's free blocks as sorted runs, kept in memory.
+
+New data is placed in long contiguous runs (at least RUN blocks where space allows),
+alternating across datanodes run by run, each replica on a distinct datanode, and
+continuing right after the file's previous blocks on a datanode when that space is
+free (PlasmaFS's placement). Blocks released by a commit rest in quarantine until
+the tickets that may still read them have expired.
+
+The allocator is rebuilt at namenode start from what PostgreSQL says is in use
+(extents and quarantined ranges); a transaction's reservations live only here, so a
+crash frees them by construction.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+
+from plasmafs.client.errors import NoSpaceError
+
+RUN = 128
+
+
+@dataclass
+class _FreeRuns:
+    """Free runs of one datanode: sorted starts and start -> length."""
+
+    starts: list[int] = field(default_factory=list)
+    length: dict[int, int] = field(default_factory=dict)
+    total: int = 0
+
+    def add(self, start: int, count: int) -> None:
+        """Return blocks to the free list, merging with neighbours."""
+        i = bisect.bisect_left(self.starts, start)
+        if i > 0:
+            prev = self.starts[i - 1]
+            if prev + self.length[prev] > start:
+                raise AssertionError(f"double free of block {start}")
+        if i < len(self.starts) and start + count > self.starts[i]:
+            raise AssertionError(f"double free of block {self.starts[i]}")
+        self.total += count
+        if i < len(self.starts) and start + count == self.starts[i]:
+            nxt = self.starts.pop(i)
+            count += self.length.pop(nxt)
+        if i > 0 and self.starts[i - 1] + self.length[self.starts[i - 1]] == start:
+            prev = self.starts[i - 1]
+            self.length[prev] += count
+            return
+        self.starts.insert(i, start)
+        self.length[start] = count
+
+    def take(self, start: int, count: int) -> None:
+        """Remove [start, start+count), which must lie inside one free run."""
+        i = bisect.bisect_right(self.starts, start) - 1
+        run = self.starts[i]
+        run_len = self.length[run]
+        assert run <= start and start + count <= run + run_len, "taking non-free blocks"
+        del self.length[run]
+        self.starts.pop(i)
+        if start > run:
+            self.starts.insert(i, run)
+            self.length[run] = start - run
+            i += 1
+        tail = run + run_len - (start + count)
+        if tail:
+            self.starts.insert(i, start + count)
+            self.length[start + count] = tail
+        self.total -= count
+
+    def best(self, want: int, hint: int | None) -> tuple[int, int] | None:
+        """Where to take up to `want` blocks: after `hint` if free, else the smallest run
+        that fits, else the largest run."""
+        if hint is not None and hint in self.length:
+            return hint, min(want, self.length[hint])
+        fit: tuple[int, int] | None = None
+        largest: tuple[int, int] | None = None
+        for start in self.starts:
+            n = self.length[start]
+            if n >= want and (fit is None or n < fit[1]):
+                fit = (start, n)
+            if largest is None or n > largest[1]:
+                largest = (start, n)
+        choice = fit or largest
+        return (choice[0], min(want, choice[1])) if choice else None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """`count` file blocks placed at `starts[i]` on `datanodes[i]`, one per replica."""
+
+    count: int
+    datanodes: tuple[int, ...]
+    starts: tuple[int, ...]
+
+
+class Allocator:
+    """Free space of every datanode."""
+
+    def __init__(self) -> None:
+        self._free: dict[int, _FreeRuns] = {}
+        self._capacity: dict[int, int] = {}
+        self._quarantine: list[tuple[float, int, int, int]] = []  # (until, dn, start, count)
+        self._turn = 0
+
+    def add_datanode(self, datanode: int, capacity: int, used: list[tuple[int, int]]) -> None:
+        """Know a datanode with `capacity` blocks of which the ranges `used` are taken."""
+        runs = _FreeRuns()
+        position = 0
+        for start, count in sorted(used):
+            if start > position:
+                runs.add(position, start - position)
+            position = max(position, start + count)
+        if position < capacity:
+            runs.add(position, capacity - position)
+        self._free[datanode] = runs
+        self._capacity[datanode] = capacity
+
+    def knows(self, datanode: int) -> bool:
+        """True once `add_datanode` was called for it."""
+        return datanode in self._free
+
+    def free_blocks(self, datanode: int | None = None) -> int:
+        """Free (not quarantined) blocks of one datanode or all."""
+        self._expire()
+        if datanode is not None:
+            return self._free[datanode].total
+        return sum(r.total for r in self._free.values())
+
+    def quarantined_blocks(self) -> int:
+        """Blocks waiting out their quarantine."""
+        self._expire()
+        return sum(q[3] for q in self._quarantine)
+
+    def capacity_blocks(self, datanodes: list[int] | None = None) -> int:
+        """Total blocks of the given (default: all) datanodes."""
+        keys = self._capacity if datanodes is None else datanodes
+        return sum(self._capacity.get(d, 0) for d in keys)
+
+    def allocate(
+        self, live: list[int], replication: int, count: int, hints: dict[int, int]
+    ) -> list[Placement]:
+        """Reserve `count` blocks on `replication` distinct datanodes each.
+
+        `hints` maps a datanode to the block right after the file's last block there.
+        All or nothing: raises NoSpaceError (reserving nothing) if it cannot be done.
+        """
+        self._expire()
+        candidates = [d for d in live if d in self._free]
+        if len(candidates) < replication:
+            raise NoSpaceError(
+                f"replication {replication} needs {replication} live datanodes, "
+                f"{len(candidates)} are live"
+            )
+        placed: list[Placement] = []
+        remaining = count
+        try:
+            while remaining:
+                order = (
+                    candidates[self._turn % len(candidates) :]
+                    + candidates[: self._turn % len(candidates)]
+                )
+                chosen = [d for d in order if self._free[d].total > 0][:replication]
+                if len(chosen) < replication:
+                    raise NoSpaceError(
+                        f"not enough free space for {count} blocks with replication {replication}"
+                    )
+                want = remaining if replication > 1 else min(remaining, max(RUN, 0) or remaining)
+                spots = [self._free[d].best(want, hints.get(d)) for d in chosen]
+                n = min(s[1] for s in spots if s is not None)
+                for d, spot in zip(chosen, spots, strict=True):
+                    assert spot is not None
+                    self._free[d].take(spot[0], n)
+                    hints[d] = spot[0] + n
+                placed.append(Placement(n, tuple(chosen), tuple(s[0] for s in spots if s)))
+                remaining -= n
+                self._turn += 1
+        except NoSpaceError:
+            for p in placed:
+                for d, s in zip(p.datanodes, p.starts, strict=True):
+                    self._free[d].add(s, p.count)
+            raise
+        return placed
+
+    def release(self, datanode: int, start: int, count: int) -> None:
+        """Blocks never committed: free again at once."""
+        if datanode in self._free:
+            self._free[datanode].add(start, count)
+
+    def quarantine(self, datanode: int, start: int, count: int, until: float) -> None:
+        """Blocks a commit released: free again once `until` (time.time()) has passed."""
+        self._quarantine.append((until, datanode, start, count))
+
+    def _expire(self) -> None:
+        if not self._quarantine:
+            return
+        now = time.time()
+        keep = []
+        for item in self._quarantine:
+            until, d, s, c = item
+            if until <= now and d in self._free:
+                self._free[d].add(s, c)
+            else:
+                keep.append(item)
+        self._quarantine = keep

@@ -1,0 +1,249 @@
+"""Files' block lists inside transactions: allocation, lookup, truncation and release.
+
+A transaction sees a file's committed extents plus its own changes. Allocation and
+truncation lock the inode exclusively, so a transaction's view of a file it changes is
+exact, and at commit that view becomes the committed one. Blocks a commit drops go into
+quarantine (PostgreSQL's released_extents and the allocator) for longer than any ticket
+for them lives, so a reader that fetched the old block list reads the old data to the
+end; blocks a transaction reserved and then dropped, or that an abort discards, are
+free again at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from plasmafs.client import tickets
+from plasmafs.client.attributes import FileKind
+from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError, NotFoundError
+from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.namenode.allocator import Allocator
+from plasmafs.namenode.cache import MISSING, NamespaceCache
+from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.records import ExtentRow, Inode
+from plasmafs.namenode.store import Store
+from plasmafs.namenode.transaction import Txn
+
+MAX_ALLOCATE = 16384  # blocks per request
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaGrant:
+    """One replica of a file range with its ticket."""
+
+    datanode_id: int
+    address: str
+    block_start: int
+    ticket: dpb.Ticket
+
+
+@dataclass(frozen=True, slots=True)
+class ExtentGrant:
+    """File blocks [file_index, file_index + block_count) and where they live."""
+
+    file_index: int
+    block_count: int
+    replicas: tuple[ReplicaGrant, ...]
+
+
+class FileData:
+    """Block lists of files for the namespace."""
+
+    def __init__(
+        self,
+        store: Store,
+        cache: NamespaceCache,
+        allocator: Allocator,
+        registry: DatanodeRegistry,
+        ticket_ttl: float,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.allocator = allocator
+        self.registry = registry
+        self.ticket_ttl = ticket_ttl
+
+    # --- views ----------------------------------------------------------------------------
+
+    async def committed(self, ino: int) -> tuple[ExtentRow, ...]:
+        """The committed extents of `ino` (cached)."""
+        cached = self.cache.extents.get(ino)
+        if cached is not MISSING and cached is not None:
+            return cached  # type: ignore[return-value]
+        epoch = self.cache.epoch
+        rows = (await self.store.get_extents([ino]))[ino]
+        self.cache.extents.fill(ino, rows, epoch)
+        return rows
+
+    async def view(self, txn: Txn | None, ino: int) -> list[ExtentRow]:
+        """The extents `txn` sees, sorted by file index then datanode."""
+        rows = list(await self.committed(ino))
+        if txn is not None and ino in txn.cs.extents_changed:
+            cs = txn.cs
+            rows = [r for r in rows if (ino, *r.key) not in cs.extents_dropped]
+            rows += [x for (i, _, _), x in cs.extents_added.items() if i == ino]
+        rows.sort(key=lambda r: r.key)
+        return rows
+
+    # --- changes ----------------------------------------------------------------------------
+
+    async def allocate(
+        self, txn: Txn, inode: Inode, file_index: int, count: int
+    ) -> list[ExtentGrant]:
+        """Reserve `count` blocks from `file_index` on `replication` datanodes each."""
+        if inode.kind is not FileKind.FILE:
+            raise IsDirectoryError("blocks belong to files")
+        if not 1 <= count <= MAX_ALLOCATE:
+            raise InvalidArgumentError(f"allocate 1..{MAX_ALLOCATE} blocks, not {count}")
+        ino = inode.ino
+        current = await self.view(txn, ino)
+        await self._drop_range(txn, ino, current, file_index, file_index + count)
+        hints = {
+            r.datanode_id: r.block_start + r.block_count
+            for r in current
+            if r.file_end == file_index
+        }
+        placements = self.allocator.allocate(
+            self.registry.live(), inode.attr.replication, count, hints
+        )
+        cs = txn.cs
+        grants: list[ExtentGrant] = []
+        position = file_index
+        for p in placements:
+            replicas = []
+            for datanode, start in zip(p.datanodes, p.starts, strict=True):
+                cs.reserved.append((datanode, start, p.count))
+                row = ExtentRow(position, p.count, datanode, start)
+                cs.extents_added[(ino, position, datanode)] = row
+                replicas.append(self._grant(row, write=True))
+            grants.append(ExtentGrant(position, p.count, tuple(replicas)))
+            position += p.count
+        cs.extents_changed.add(ino)
+        return grants
+
+    async def blocks(
+        self, txn: Txn | None, inode: Inode, file_index: int, count: int
+    ) -> list[ExtentGrant]:
+        """The extents covering [file_index, file_index + count) (count 0: to the end),
+        with read tickets."""
+        if inode.kind is not FileKind.FILE:
+            raise IsDirectoryError("blocks belong to files")
+        end = file_index + count if count else None
+        grouped: dict[tuple[int, int], list[ExtentRow]] = {}
+        for row in await self.view(txn, inode.ino):
+            if row.file_end <= file_index or (end is not None and row.file_index >= end):
+                continue
+            grouped.setdefault((row.file_index, row.block_count), []).append(row)
+        return [
+            ExtentGrant(fi, n, tuple(self._grant(r, write=False) for r in rows))
+            for (fi, n), rows in sorted(grouped.items())
+        ]
+
+    async def truncate(self, txn: Txn, ino: int, size: int, blocksize: int) -> None:
+        """Drop the blocks past `size` (the caller holds the inode's exclusive lock)."""
+        keep = (size + blocksize - 1) // blocksize
+        current = await self.view(txn, ino)
+        await self._drop_range(txn, ino, current, keep, None)
+
+    async def drop_all(self, txn: Txn, ino: int) -> None:
+        """Release every block of a file being removed."""
+        await self._drop_range(txn, ino, await self.view(txn, ino), 0, None)
+
+    async def _drop_range(
+        self, txn: Txn, ino: int, rows: list[ExtentRow], start: int, end: int | None
+    ) -> None:
+        cs = txn.cs
+        for row in rows:
+            lo = max(row.file_index, start)
+            hi = row.file_end if end is None else min(row.file_end, end)
+            if lo >= hi:
+                continue
+            self._remove(cs, ino, row)
+            offset = row.block_start - row.file_index
+            if row.file_index < lo:  # keep the head
+                self._put(
+                    cs,
+                    ino,
+                    ExtentRow(
+                        row.file_index, lo - row.file_index, row.datanode_id, row.block_start
+                    ),
+                )
+            if hi < row.file_end:  # keep the tail
+                self._put(cs, ino, ExtentRow(hi, row.file_end - hi, row.datanode_id, hi + offset))
+            self._free(cs, ino, row.datanode_id, lo + offset, hi - lo, row)
+        cs.extents_changed.add(ino)
+
+    @staticmethod
+    def _remove(cs: ChangeSet, ino: int, row: ExtentRow) -> None:
+        key = (ino, row.file_index, row.datanode_id)
+        if cs.extents_added.pop(key, None) is None:
+            cs.extents_dropped.add(key)
+
+    @staticmethod
+    def _put(cs: ChangeSet, ino: int, row: ExtentRow) -> None:
+        key = (ino, row.file_index, row.datanode_id)
+        if key in cs.extents_dropped:  # a committed row comes back shorter: delete, insert
+            cs.extents_dropped.discard(key)
+            cs.extents_replaced.add(key)
+        cs.extents_added[key] = row
+
+    @staticmethod
+    def _free(
+        cs: ChangeSet, ino: int, datanode: int, start: int, count: int, row: ExtentRow
+    ) -> None:
+        reserved_here = any(
+            d == datanode and s <= start and start + count <= s + n for d, s, n in cs.reserved
+        )
+        if reserved_here:
+            cs.reserved.append((datanode, -start - 1, count))  # marks a reservation given back
+        else:
+            cs.released.append((datanode, start, count))
+
+    def _grant(self, row: ExtentRow, *, write: bool) -> ReplicaGrant:
+        ticket = tickets.sign(
+            self.registry.secret,
+            row.datanode_id,
+            row.block_start,
+            row.block_count,
+            write=write,
+            ttl_seconds=self.ticket_ttl,
+        )
+        return ReplicaGrant(
+            row.datanode_id, self.registry.address(row.datanode_id), row.block_start, ticket
+        )
+
+    # --- the end of a transaction ----------------------------------------------------------
+
+    async def prepare_commit(self, txn: Txn) -> None:
+        """Record the final block lists the commit will publish."""
+        cs = txn.cs
+        for ino in cs.extents_changed:
+            cs.final_extents[ino] = tuple(await self.view(txn, ino))
+
+    def committed_hook(self, cs: ChangeSet) -> None:
+        """After PostgreSQL committed `cs`: publish block lists, settle the allocator."""
+        epoch = self.cache.epoch
+        for ino, rows in cs.final_extents.items():
+            self.cache.extents.put(ino, rows, epoch)
+        until = time.time() + self.store.release_seconds
+        for datanode, start, count in cs.released:
+            self.allocator.quarantine(datanode, start, count, until)
+        self._give_back(cs, committed=True)
+
+    def aborted_hook(self, cs: ChangeSet) -> None:
+        """The transaction ended without committing: its reservations are free again."""
+        self._give_back(cs, committed=False)
+
+    def _give_back(self, cs: ChangeSet, *, committed: bool) -> None:
+        for datanode, start, count in cs.reserved:
+            if start < 0:  # reserved, then dropped by the same transaction
+                if committed:
+                    self.allocator.release(datanode, -start - 1, count)
+            elif not committed:
+                self.allocator.release(datanode, start, count)
+        cs.reserved.clear()
+
+
+__all__ = ["ExtentGrant", "FileData", "NotFoundError", "ReplicaGrant"]
