@@ -9,13 +9,14 @@ async with await connect("127.0.0.1:7530") as fs:
     print(await fs.stat("/data/hello"))
 """
 
-from plasmafs.client.attributes import Attr, DirEntry, FileKind, FsStat
+from plasmafs.client.attributes import Attr, BlockList, DirEntry, Extent, FileKind, FsStat, Replica
 from plasmafs.client.client import Client, connect
 from plasmafs.client.errors import (
     BusyError,
     ConfigError,
     ConflictError,
     ConnectionLostError,
+    CorruptionError,
     ExistsError,
     InvalidArgumentError,
     IsDirectoryError,
@@ -30,20 +31,27 @@ from plasmafs.client.errors import (
     ShutdownError,
     StorageError,
     TransactionError,
+    UnavailableError,
 )
+from plasmafs.client.files import FileReader, FileWriter
 from plasmafs.client.sync import SyncClient, connect_sync
 from plasmafs.client.transaction import Transaction
 
 __all__ = [
     "Attr",
+    "BlockList",
     "BusyError",
     "Client",
     "ConfigError",
     "ConflictError",
     "ConnectionLostError",
+    "CorruptionError",
     "DirEntry",
     "ExistsError",
+    "Extent",
     "FileKind",
+    "FileReader",
+    "FileWriter",
     "FsStat",
     "InvalidArgumentError",
     "IsDirectoryError",
@@ -55,11 +63,13 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "PlasmaError",
+    "Replica",
     "ShutdownError",
     "StorageError",
     "SyncClient",
     "Transaction",
     "TransactionError",
+    "UnavailableError",
     "connect",
     "connect_sync",
 ]

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import grp
+import os
 import pwd
 import sys
 from collections.abc import Awaitable, Callable
 
 import uvloop
 
-from plasmafs.client import config, formatting, paths
+from plasmafs.client import config, formatting, paths, transfer
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
 from plasmafs.client.errors import (
@@ -236,6 +237,38 @@ async def cmd_stat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     await out.each(args.paths, one)
 
 
+async def cmd_put(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    if args.replication is not None and args.replication < 1:
+        raise InvalidArgumentError(f"replication must be at least 1, not {args.replication}")
+    if args.local != "-" and not os.path.isfile(args.local):
+        raise InvalidArgumentError(f"{args.local}: not a readable local file")
+    await transfer.put(fs, args.local, args.remote, args.replication or 0)
+
+
+async def cmd_get(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    await transfer.get(fs, args.remote, args.local)
+
+
+async def cmd_cat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        await transfer.cat(fs, path)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_blocks(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    reports: list[str] = []
+
+    async def one(pattern: str) -> None:
+        reports.extend(await transfer.blocks(fs, pattern))
+
+    try:
+        await out.each(args.patterns, one)
+    finally:
+        if reports:
+            print("\n\n".join(reports))
+
+
 async def cmd_fsstat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     print(formatting.fsstat_report(await fs.fsstat()))
 
@@ -339,6 +372,10 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "chown": cmd_chown,
     "stat": cmd_stat,
     "fsstat": cmd_fsstat,
+    "put": cmd_put,
+    "get": cmd_get,
+    "cat": cmd_cat,
+    "blocks": cmd_blocks,
 }
 
 
@@ -385,6 +422,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stat", help="show attributes")
     p.add_argument("paths", nargs="+")
     sub.add_parser("fsstat", help="namespace counts and cluster space")
+    p = sub.add_parser("put", help="copy a local file (or - for stdin) into plasmafs")
+    p.add_argument("-rep", "--replication", type=int, help="replicas (default: the cluster's)")
+    p.add_argument("local")
+    p.add_argument("remote")
+    p = sub.add_parser("get", help="copy a file out of plasmafs (to - for stdout)")
+    p.add_argument("remote")
+    p.add_argument("local")
+    p = sub.add_parser("cat", help="write files to stdout")
+    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("blocks", help="show block lists (PlasmaFS format); globs allowed")
+    p.add_argument("patterns", nargs="+")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")

@@ -74,6 +74,10 @@ class Client:
         """The namenode's version string."""
         return (await (await self.connection()).ping()).version
 
+    async def request_counts(self) -> dict[str, int]:
+        """How many requests of each operation the namenode has served (all clients)."""
+        return dict((await (await self.connection()).ping()).requests)
+
     async def begin(self, *, lock_wait: float = 0.0) -> Transaction:
         """A new transaction; end it with commit() or abort()."""
         return Transaction(await self.connection(), lock_wait=lock_wait)

@@ -22,6 +22,9 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 80 * 1024 * 1024),
     ("grpc.max_send_message_length", 80 * 1024 * 1024),
     ("grpc.enable_retries", 0),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
 ]
 QUEUE_CHUNKS = 4
 

@@ -111,14 +111,23 @@ class FileWriter:
     async def _send(self, chunk: bytes) -> None:
         if self._current is None or self._current_used >= self._current.block_count * self._bs:
             await self._next_extent()
-        for queue in self._queues:
-            await queue.put(chunk)
-        for task in self._tasks:  # a replica that failed stops the write at once
-            if task.done():
-                task.result()
+        await self._hand_over(chunk)
         self._current_used += len(chunk)
         self._written += len(chunk)
         self._since_commit += len(chunk)
+
+    async def _hand_over(self, chunk: bytes | None) -> None:
+        """Queue `chunk` for every replica; a replica that failed stops the write at once
+        (its queue has no reader any more, so waiting on it alone would hang)."""
+        for queue, task in zip(self._queues, self._tasks, strict=True):
+            if task.done():
+                task.result()
+            put = asyncio.ensure_future(queue.put(chunk))
+            done, _ = await asyncio.wait({put, task}, return_when=asyncio.FIRST_COMPLETED)
+            if put not in done:
+                put.cancel()
+                task.result()
+                raise UnavailableError("a datanode stopped taking data")
 
     async def _next_extent(self) -> None:
         await self._finish_extent()
@@ -150,8 +159,7 @@ class FileWriter:
     async def _finish_extent(self) -> None:
         if self._current is None:
             return
-        for queue in self._queues:
-            await queue.put(None)
+        await self._hand_over(None)
         results = await asyncio.gather(*self._tasks, return_exceptions=True)
         self._current, self._queues, self._tasks = None, [], []
         for result in results:

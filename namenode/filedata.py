@@ -82,7 +82,8 @@ class FileData:
         rows = list(await self.committed(ino))
         if txn is not None and ino in txn.cs.extents_changed:
             cs = txn.cs
-            rows = [r for r in rows if (ino, *r.key) not in cs.extents_dropped]
+            gone = cs.extents_dropped | cs.extents_replaced
+            rows = [r for r in rows if (ino, *r.key) not in gone]
             rows += [x for (i, _, _), x in cs.extents_added.items() if i == ino]
         rows.sort(key=lambda r: r.key)
         return rows
@@ -178,7 +179,8 @@ class FileData:
     @staticmethod
     def _remove(cs: ChangeSet, ino: int, row: ExtentRow) -> None:
         key = (ino, row.file_index, row.datanode_id)
-        if cs.extents_added.pop(key, None) is None:
+        if cs.extents_added.pop(key, None) is None or key in cs.extents_replaced:
+            cs.extents_replaced.discard(key)
             cs.extents_dropped.add(key)
 
     @staticmethod

@@ -46,7 +46,9 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         self, request: pb.PingRequest, context: grpc.aio.ServicerContext
     ) -> pb.PingReply:
         """Version and start time."""
-        return pb.PingReply(version=VERSION, started_ns=self.started_ns)
+        return pb.PingReply(
+            version=VERSION, started_ns=self.started_ns, requests=dict(self.counters)
+        )
 
 
 class RegistryServicer(pb_grpc.DatanodeRegistryServicer):

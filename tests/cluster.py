@@ -139,3 +139,64 @@ class NamenodeProcess:
 def run(coro: object) -> object:
     """Run a coroutine from synchronous fixture code."""
     return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+@dataclass
+class DatanodeProcess:
+    """A datanode daemon started by a test."""
+
+    directory: Path
+    namenode: str
+    capacity: int
+    blocksize: int
+    pid: int = 0
+    address: str = ""
+
+    def start(self) -> DatanodeProcess:
+        """Start (or restart) the daemon on its volume and wait until it serves."""
+        from plasmafs.client.local.cluster import start_datanode_process
+
+        self.pid, self.address = start_datanode_process(
+            self.directory, self.namenode, self.capacity, self.blocksize
+        )
+        return self
+
+    def kill9(self) -> None:
+        """SIGKILL the daemon."""
+        os.kill(self.pid, signal.SIGKILL)
+        _wait_gone(self.pid)
+
+    def stop(self) -> None:
+        """SIGTERM and wait."""
+        from plasmafs.client.local.cluster import stop_process
+
+        stop_process(self.pid, "plasmafs.datanode")
+
+    @property
+    def datanode_id(self) -> int:
+        """The id the namenode gave this datanode (asked over the datanode's Info call)."""
+        import grpc
+
+        from plasmafs.client.proto import datanode_pb2 as dpb
+        from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+
+        with grpc.insecure_channel(self.address) as channel:
+            reply = dpb_grpc.DatanodeStub(channel).Info(dpb.InfoRequest(), timeout=10)
+        return int(reply.datanode_id)
+
+    @property
+    def volume(self) -> Path:
+        """The volume directory."""
+        return self.directory / "volume"
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.01)

@@ -6,13 +6,24 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.local.postgres import start_postgres, stop_postgres
-from tests.cluster import NamenodeProcess, create_database, create_template, drop_database, run
+from tests.cluster import (
+    DatanodeProcess,
+    NamenodeProcess,
+    create_database,
+    create_template,
+    drop_database,
+    run,
+)
+
+TEST_BLOCKSIZE = 64 * 1024
+TEST_CAPACITY = 256 * TEST_BLOCKSIZE
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +64,51 @@ def namenode(dsn: str, tmp_path: Path) -> Iterator[NamenodeProcess]:
 async def fs(namenode: NamenodeProcess) -> AsyncIterator[Client]:
     """An asyncio client connected to the test's namenode."""
     client = Client(namenode.address)
+    await client.connection()
+    yield client
+    await client.close()
+
+
+@dataclass
+class DataCluster:
+    """A namenode with datanodes, for tests of the data path."""
+
+    namenode: NamenodeProcess
+    datanodes: list[DatanodeProcess]
+    blocksize: int
+
+
+@pytest.fixture
+def data_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
+    """A namenode (blocksize 64 KiB) and three datanodes of 256 blocks each."""
+    namenode = NamenodeProcess(
+        dsn,
+        tmp_path,
+        env={
+            "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(TEST_BLOCKSIZE),
+            "PFS_NAMENODE_DATANODE_DEAD_AFTER": "3",
+            "PFS_NAMENODE_HEARTBEAT_MS": "200",
+        },
+    ).start()
+    datanodes: list[DatanodeProcess] = []
+    try:
+        for k in range(3):
+            datanodes.append(
+                DatanodeProcess(
+                    tmp_path / f"dn{k + 1}", namenode.address, TEST_CAPACITY, TEST_BLOCKSIZE
+                ).start()
+            )
+        yield DataCluster(namenode, datanodes, TEST_BLOCKSIZE)
+    finally:
+        for d in datanodes:
+            d.stop()
+        namenode.stop()
+
+
+@pytest.fixture
+async def dfs(data_cluster: DataCluster) -> AsyncIterator[Client]:
+    """A client of the data cluster."""
+    client = Client(data_cluster.namenode.address)
     await client.connection()
     yield client
     await client.close()

@@ -402,12 +402,21 @@ class PingRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PingReply(_message.Message):
-    __slots__ = ("version", "started_ns")
+    __slots__ = ("version", "started_ns", "requests")
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_NS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_ns: int
-    def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ...) -> None: ...
+    requests: _containers.ScalarMap[str, int]
+    def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks")

@@ -1,0 +1,165 @@
+"""The CLI's data commands: put, get, cat and blocks, with progress on a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import sys
+import time
+from typing import BinaryIO
+
+from plasmafs.client import paths
+from plasmafs.client.attributes import BlockList, FileKind
+from plasmafs.client.client import Client
+from plasmafs.client.errors import NotFoundError
+from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.formatting import human_bytes
+
+CHUNK = 4 * 1024 * 1024
+
+
+class Progress:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, label: str, total: int | None) -> None:
+        self.label = label
+        self.total = total
+        self.done = 0
+        self.start = time.monotonic()
+        self._shown = 0.0
+        self.enabled = sys.stderr.isatty()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and now - self._shown > 0.2:
+            self._shown = now
+            rate = self.done / max(now - self.start, 1e-9)
+            of = f" / {human_bytes(self.total)}" if self.total is not None else ""
+            sys.stderr.write(
+                f"\r{self.label}: {human_bytes(self.done)}{of}  {human_bytes(int(rate))}/s   "
+            )
+            sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+async def put(fs: Client, local: str, remote: str, replication: int) -> None:
+    """Copy a local file (or stdin for '-') into plasmafs."""
+    source: BinaryIO
+    if local == "-":
+        source, size = sys.stdin.buffer, None
+    else:
+        source = open(local, "rb")  # noqa: SIM115, ASYNC230 - closed below; opening is quick
+        size = os.fstat(source.fileno()).st_size
+    try:
+        writer = await fs.open(remote, "wb", replication=replication, size_hint=size)
+        assert isinstance(writer, FileWriter)
+        progress = Progress(f"put {remote}", size)
+        try:
+            while True:
+                data = await asyncio.to_thread(source.read, CHUNK)
+                if not data:
+                    break
+                await writer.write(data)
+                progress.add(len(data))
+            await writer.close()
+        except BaseException:
+            await writer.abort()
+            raise
+        finally:
+            progress.finish()
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+    print(f"Copied: {local} -> {paths.normalize(remote)}", file=sys.stderr)
+
+
+async def get(fs: Client, remote: str, local: str) -> None:
+    """Copy a plasmafs file to a local file (or stdout for '-')."""
+    reader = await fs.open(remote, "rb")
+    assert isinstance(reader, FileReader)
+    target: BinaryIO = sys.stdout.buffer if local == "-" else open(local, "wb")  # noqa: SIM115, ASYNC230
+    progress = Progress(f"get {remote}", reader.size)
+    try:
+        async for piece in reader.stream():
+            target.write(piece)
+            progress.add(len(piece))
+        target.flush()
+    finally:
+        progress.finish()
+        if target is not sys.stdout.buffer:
+            target.close()
+    if local != "-":
+        print(f"Copied: {paths.normalize(remote)} -> {local}", file=sys.stderr)
+
+
+async def cat(fs: Client, remote: str) -> None:
+    """Write a plasmafs file to stdout."""
+    reader = await fs.open(remote, "rb")
+    assert isinstance(reader, FileReader)
+    out = sys.stdout.buffer
+    async for piece in reader.stream():
+        out.write(piece)
+    out.flush()
+
+
+async def expand(fs: Client, pattern: str) -> list[str]:
+    """The paths a glob pattern matches (a pattern without * ? [ names itself)."""
+    canonical = paths.normalize(pattern)
+    if not any(c in canonical for c in "*?["):
+        return [canonical]
+    matches = ["/"]
+    for part in canonical.strip("/").split("/"):
+        found: list[str] = []
+        for base in matches:
+            if not any(c in part for c in "*?["):
+                candidate = paths.join(base, part)
+                if await fs.exists(candidate):
+                    found.append(candidate)
+                continue
+            try:
+                async for entry in fs.scandir(base):
+                    if fnmatch.fnmatchcase(entry.name, part):
+                        found.append(paths.join(base, entry.name))
+            except NotFoundError:
+                continue
+        matches = found
+    if not matches:
+        raise NotFoundError(f"no match for {pattern}")
+    return matches
+
+
+def format_blocks(blocks: BlockList) -> str:
+    """PlasmaFS's `plasma blocks` report of one file."""
+    lines = []
+    total = 0
+    actual: int | None = None
+    for e in blocks.extents:
+        ranges = "".join(
+            f"[{r.block_start}-{r.block_start + e.block_count - 1}]" for r in e.replicas
+        )
+        lines.append(f"{e.file_index:>9} - {e.file_end - 1:>9}:{ranges}")
+        total += e.block_count * len(e.replicas)
+        actual = len(e.replicas) if actual is None else min(actual, len(e.replicas))
+    lines += [
+        f"  blocks:                {total}",
+        f"  actual replication:    {actual if actual is not None else 0}",
+        f"  requested replication: {blocks.replication}",
+    ]
+    return "\n".join(lines)
+
+
+async def blocks(fs: Client, pattern: str) -> list[str]:
+    """The blocks reports of every file a pattern matches."""
+    reports = []
+    for path in await expand(fs, pattern):
+        attr = await fs.stat(path)
+        if attr.kind is not FileKind.FILE:
+            continue
+        reports.append(format_blocks(await fs.blocks(path)))
+    return reports
