@@ -18,7 +18,11 @@ from pathlib import Path
 
 import asyncpg
 
-from plasmafs.client.local.cluster import start_namenode_process, stop_process
+from plasmafs.client.local.cluster import (
+    start_datanode_process,
+    start_namenode_process,
+    stop_process,
+)
 from plasmafs.client.local.postgres import LocalPostgres, start_postgres, stop_postgres
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -32,6 +36,7 @@ class BenchCluster:
     pg: LocalPostgres
     namenode_pid: int
     namenode_address: str
+    datanode_pids: list[int]
 
     def dsn(self, database: str = "plasmafs") -> str:
         """DSN of a database on the run's PostgreSQL."""
@@ -39,16 +44,34 @@ class BenchCluster:
 
 
 @contextmanager
-def bench_cluster() -> Iterator[BenchCluster]:
-    """Start PostgreSQL (embedded) and a namenode in a temporary directory."""
-    workdir = Path(tempfile.mkdtemp(prefix="pfs-bench-"))
+def bench_cluster(
+    datanodes: int = 0,
+    capacity: int = 0,
+    blocksize: int = 1024 * 1024,
+    workdir: Path | None = None,
+) -> Iterator[BenchCluster]:
+    """Start PostgreSQL (embedded), a namenode and `datanodes` datanodes."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="pfs-bench-"))
     pg = start_postgres(workdir / "postgres")
     pid = 0
+    dn_pids: list[int] = []
     try:
         asyncio.run(_create_database(pg.dsn(), "plasmafs"))
-        pid, address = start_namenode_process(workdir, pg.dsn("plasmafs"), "127.0.0.1:0")
-        yield BenchCluster(workdir, pg, pid, address)
+        pid, address = start_namenode_process(
+            workdir,
+            pg.dsn("plasmafs"),
+            "127.0.0.1:0",
+            extra_env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize)},
+        )
+        for k in range(datanodes):
+            dn_pid, _ = start_datanode_process(
+                workdir / f"datanode-{k + 1}", address, capacity, blocksize
+            )
+            dn_pids.append(dn_pid)
+        yield BenchCluster(workdir, pg, pid, address, dn_pids)
     finally:
+        for dn in dn_pids:
+            stop_process(dn, "plasmafs.datanode")
         if pid:
             stop_process(pid, "plasmafs.namenode")
         stop_postgres(pg.datadir)
@@ -61,6 +84,14 @@ async def _create_database(admin: str, name: str) -> None:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The highest resident memory a running process has had (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def cpu_seconds(pid: int) -> float:

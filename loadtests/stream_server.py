@@ -1,0 +1,60 @@
+"""The bare gRPC streaming floor: a server that streams N messages of 1 MiB.
+
+`python -m loadtests.stream_server READY_FILE` serves; `stream_rate(address, mib)` is the
+client side (run it in its own process so that both ends cost what they cost)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import uvloop
+
+SERVICE = "plasmafs.bench.Stream"
+METHOD = f"/{SERVICE}/Pull"
+MIB = 1024 * 1024
+OPTIONS = [("grpc.max_receive_message_length", 8 * MIB), ("grpc.max_send_message_length", 8 * MIB)]
+
+
+async def _pull(request: bytes, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
+    payload = bytes(MIB)
+    for _ in range(int(request.decode())):
+        yield payload
+
+
+async def serve(ready: Path) -> None:
+    """Serve until SIGTERM."""
+    server = grpc.aio.server(options=OPTIONS)
+    handler = grpc.method_handlers_generic_handler(
+        SERVICE, {"Pull": grpc.unary_stream_rpc_method_handler(_pull)}
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    ready.write_text(f"127.0.0.1:{port}\n")
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(0)
+
+
+async def pull(address: str, mib: int) -> float:
+    """MB/s of receiving `mib` messages of 1 MiB."""
+    async with grpc.aio.insecure_channel(address, options=OPTIONS) as channel:
+        call = channel.unary_stream(METHOD)
+        start = time.perf_counter()
+        n = 0
+        async for message in call(str(mib).encode()):
+            n += len(message)
+        return n / (time.perf_counter() - start) / 1e6
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "pull":
+        print(uvloop.run(pull(sys.argv[2], int(sys.argv[3]))))
+    else:
+        uvloop.run(serve(Path(sys.argv[1])))
