@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from plasmafs.client import dataframes
 from plasmafs.client.attributes import Replica
 from plasmafs.client.errors import (
     CorruptionError,
@@ -16,7 +17,8 @@ from plasmafs.client.errors import (
     error_from_rpc,
 )
 from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+
+SERVICE = "plasmafs.datanode.v1.Datanode"
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 80 * 1024 * 1024),
@@ -29,20 +31,36 @@ CHANNEL_OPTIONS = [
 QUEUE_CHUNKS = 4
 
 
+class DatanodeStub:
+    """The datanode calls, with data messages framed by hand (dataframes.py)."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.ReadBlocks = channel.unary_stream(
+            f"/{SERVICE}/ReadBlocks",
+            request_serializer=dpb.ReadRequest.SerializeToString,
+            response_deserializer=dataframes.parse_read_chunk,
+        )
+        self.WriteBlocks = channel.stream_unary(
+            f"/{SERVICE}/WriteBlocks",
+            request_serializer=dataframes.serialize_write_chunk,
+            response_deserializer=dpb.WriteReply.FromString,
+        )
+
+
 class DataChannels:
     """gRPC channels to datanodes, opened on first use and kept."""
 
     def __init__(self) -> None:
-        self._stubs: dict[str, dpb_grpc.DatanodeStub] = {}
+        self._stubs: dict[str, DatanodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
 
-    def stub(self, address: str) -> dpb_grpc.DatanodeStub:
+    def stub(self, address: str) -> DatanodeStub:
         """The stub for a datanode address."""
         stub = self._stubs.get(address)
         if stub is None:
             channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
             self._channels.append(channel)
-            stub = self._stubs[address] = dpb_grpc.DatanodeStub(channel)
+            stub = self._stubs[address] = DatanodeStub(channel)
         return stub
 
     async def close(self) -> None:
@@ -79,7 +97,7 @@ async def read_range(
     block_count: int,
     offset: int,
     length: int,
-) -> AsyncIterator[bytes]:
+) -> AsyncIterator[memoryview]:
     """Bytes [offset, offset+length) of `block_count` blocks starting `first_block` blocks
     into the replica's extent."""
     request = dpb.ReadRequest(
@@ -92,7 +110,7 @@ async def read_range(
     call = channels.stub(replica.address).ReadBlocks(request)
     try:
         async for chunk in call:
-            yield chunk.data
+            yield chunk
     except grpc.RpcError as exc:
         raise data_error(exc, replica) from exc
     finally:
@@ -104,7 +122,7 @@ async def write_range(
     replica: Replica,
     first_block: int,
     block_count: int,
-    chunks: asyncio.Queue[bytes | None],
+    chunks: asyncio.Queue[bytes | memoryview | None],
 ) -> int:
     """Write the chunks from `chunks` (None ends them) to the replica's blocks; returns the
     bytes the datanode made durable."""
@@ -114,7 +132,7 @@ async def write_range(
         block_count=block_count,
     )
 
-    async def requests() -> AsyncIterator[dpb.WriteChunk]:
+    async def requests() -> AsyncIterator[dpb.WriteChunk | bytes]:
         first = True
         while True:
             data = await chunks.get()
@@ -123,11 +141,11 @@ async def write_range(
                     yield head
                 return
             if first:
-                head.data = data
+                head.data = bytes(data)  # protobuf wants bytes; once per range
                 yield head
                 first = False
             else:
-                yield dpb.WriteChunk(data=data)
+                yield dataframes.frame_write_data(data)
 
     try:
         reply = await channels.stub(replica.address).WriteBlocks(requests())

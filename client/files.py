@@ -64,7 +64,7 @@ class FileWriter:
         self._runs: list[Extent] = []
         self._current: Extent | None = None
         self._current_used = 0  # bytes written into the current extent
-        self._queues: list[asyncio.Queue[bytes | None]] = []
+        self._queues: list[asyncio.Queue[bytes | memoryview | None]] = []
         self._tasks: list[asyncio.Task[int]] = []
         self.closed = False
 
@@ -96,19 +96,27 @@ class FileWriter:
         """Queue bytes; whole blocks go to the datanodes as soon as they are complete."""
         if self.closed:
             raise ValueError("write to a closed file")
-        self._buffer += data
         bs = self._bs
+        view = memoryview(data)
         try:
-            while len(self._buffer) >= bs:
-                block = bytes(self._buffer[:bs])
-                del self._buffer[:bs]
-                await self._send(block)
+            if self._buffer:  # complete the partial block first
+                take = min(bs - len(self._buffer), len(view))
+                self._buffer += view[:take]
+                view = view[take:]
+                if len(self._buffer) == bs:
+                    block = bytes(self._buffer)
+                    self._buffer.clear()
+                    await self._send(block)
+            while len(view) >= bs:  # whole blocks straight from the caller's buffer
+                await self._send(view[:bs])
+                view = view[bs:]
+            self._buffer += view
         except BaseException:
             await self._fail()
             raise
         return len(data)
 
-    async def _send(self, chunk: bytes) -> None:
+    async def _send(self, chunk: bytes | memoryview) -> None:
         if self._current is None or self._current_used >= self._current.block_count * self._bs:
             await self._next_extent()
         await self._hand_over(chunk)
@@ -116,7 +124,7 @@ class FileWriter:
         self._written += len(chunk)
         self._since_commit += len(chunk)
 
-    async def _hand_over(self, chunk: bytes | None) -> None:
+    async def _hand_over(self, chunk: bytes | memoryview | None) -> None:
         """Queue `chunk` for every replica; a replica that failed stops the write at once
         (its queue has no reader any more, so waiting on it alone would hang)."""
         for queue, task in zip(self._queues, self._tasks, strict=True):
@@ -284,7 +292,9 @@ class FileReader:
             out += piece
         return bytes(out)
 
-    async def stream(self, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
+    async def stream(
+        self, offset: int = 0, length: int | None = None
+    ) -> AsyncIterator[bytes | memoryview]:
         """The file's bytes from `offset`, as the datanodes send them."""
         assert self.blocks is not None
         bs = self.blocks.blocksize
@@ -309,7 +319,9 @@ class FileReader:
         if position < end:
             yield bytes(end - position)
 
-    async def _extent_bytes(self, extent: Extent, offset: int, length: int) -> AsyncIterator[bytes]:
+    async def _extent_bytes(
+        self, extent: Extent, offset: int, length: int
+    ) -> AsyncIterator[bytes | memoryview]:
         assert self.blocks is not None
         bs = self.blocks.blocksize
         replicas = list(extent.replicas)

@@ -9,10 +9,9 @@ import signal
 import grpc
 
 from plasmafs.client.errors import ConfigError, PlasmaError, error_from_rpc
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.datanode.service import DatanodeServicer, Registration
+from plasmafs.datanode.service import DatanodeServicer, Registration, add_to_server
 from plasmafs.datanode.settings import DatanodeSettings
 from plasmafs.datanode.volume import Volume
 
@@ -86,7 +85,7 @@ async def serve(settings: DatanodeSettings) -> None:
     )
     registration = Registration()
     server = grpc.aio.server(options=GRPC_OPTIONS)
-    dpb_grpc.add_DatanodeServicer_to_server(DatanodeServicer(volume, registration), server)
+    add_to_server(DatanodeServicer(volume, registration), server)
     port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")

@@ -14,15 +14,14 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client import tickets
+from plasmafs.client import dataframes, tickets
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError, abort_with
 from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK_BLOCKS = 1  # one block per message: large messages, bounded memory
+READ_CHUNK_BLOCKS = 4  # messages of up to 4 blocks: fewer per-message costs, bounded memory
 
 
 class Registration:
@@ -33,7 +32,7 @@ class Registration:
         self.secret = b""
 
 
-class DatanodeServicer(dpb_grpc.DatanodeServicer):
+class DatanodeServicer:
     """Serves one volume."""
 
     def __init__(self, volume: Volume, registration: Registration) -> None:
@@ -51,8 +50,8 @@ class DatanodeServicer(dpb_grpc.DatanodeServicer):
 
     async def ReadBlocks(
         self, request: dpb.ReadRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[dpb.ReadChunk]:
-        """Stream bytes of a block range."""
+    ) -> AsyncIterator[bytes]:
+        """Stream bytes of a block range (framed as ReadChunk by `add_to_server`)."""
         try:
             self._check(request.ticket, request.block_start, request.block_count, write=False)
             bs = self.volume.info.blocksize
@@ -67,12 +66,16 @@ class DatanodeServicer(dpb_grpc.DatanodeServicer):
                 length,
                 READ_CHUNK_BLOCKS,
             )
+            loop = asyncio.get_running_loop()
+            ahead = loop.run_in_executor(None, next, pieces, None)
             while True:
-                data = await asyncio.to_thread(next, pieces, None)
+                data = await ahead
                 if data is None:
                     break
+                # Read the next piece from the volume while this one is being sent.
+                ahead = loop.run_in_executor(None, next, pieces, None)
                 self.bytes_read += len(data)
-                yield dpb.ReadChunk(data=data)
+                yield data
         except PlasmaError as exc:
             await abort_with(context, exc)
         except OSError as exc:
@@ -80,29 +83,45 @@ class DatanodeServicer(dpb_grpc.DatanodeServicer):
             await abort_with(context, StorageError(f"volume read failed: {exc}"))
 
     async def WriteBlocks(
-        self, request_iterator: AsyncIterator[dpb.WriteChunk], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[dpb.WriteChunk | memoryview],
+        context: grpc.aio.ServicerContext,
     ) -> dpb.WriteReply:
         """Fill a block range from a stream of bytes; answer when durable."""
         try:
             first = await anext(request_iterator, None)
-            if first is None:
-                raise InvalidArgumentError("empty write stream")
+            if not isinstance(first, dpb.WriteChunk):
+                raise InvalidArgumentError("a write stream starts with its ticket and range")
             start, count = first.block_start, first.block_count
             self._check(first.ticket, start, count, write=True)
             bs = self.volume.info.blocksize
             limit = count * bs
             written = 0
             pending = bytearray(first.data)
+            # One disk write runs in a thread while the next data arrives.
+            disk: asyncio.Future[None] | None = None
+            loop = asyncio.get_running_loop()
             async for chunk in request_iterator:
-                pending += chunk.data
-                if len(pending) >= bs:
-                    whole = len(pending) - len(pending) % bs
-                    if written + whole > limit:
-                        raise InvalidArgumentError(f"more than {count} blocks of data")
-                    block = bytes(pending[:whole])
-                    del pending[:whole]
-                    await asyncio.to_thread(self.volume.write_blocks, start + written // bs, block)
-                    written += whole
+                data = chunk.data if isinstance(chunk, dpb.WriteChunk) else chunk
+                if not pending and len(data) % bs == 0:
+                    whole: bytes | memoryview | bytearray = data  # no copy for whole blocks
+                else:
+                    pending += data
+                    cut = len(pending) - len(pending) % bs
+                    whole = bytes(pending[:cut])
+                    del pending[:cut]
+                if not whole:
+                    continue
+                if written + len(whole) > limit:
+                    raise InvalidArgumentError(f"more than {count} blocks of data")
+                if disk is not None:
+                    await disk
+                disk = loop.run_in_executor(
+                    None, self.volume.write_blocks, start + written // bs, whole
+                )
+                written += len(whole)
+            if disk is not None:
+                await disk
             if written + len(pending) > limit:
                 raise InvalidArgumentError(f"more than {count} blocks of data")
             if pending:
@@ -130,3 +149,28 @@ class DatanodeServicer(dpb_grpc.DatanodeServicer):
             blocksize=info.blocksize,
             capacity_blocks=info.capacity_blocks,
         )
+
+
+SERVICE = "plasmafs.datanode.v1.Datanode"
+
+
+def add_to_server(servicer: DatanodeServicer, server: grpc.aio.Server) -> None:
+    """Register the datanode service with the hand-framed data messages (dataframes.py)."""
+    handlers = {
+        "ReadBlocks": grpc.unary_stream_rpc_method_handler(
+            servicer.ReadBlocks,
+            request_deserializer=dpb.ReadRequest.FromString,
+            response_serializer=dataframes.serialize_read_chunk,
+        ),
+        "WriteBlocks": grpc.stream_unary_rpc_method_handler(
+            servicer.WriteBlocks,
+            request_deserializer=dataframes.parse_write_chunk,
+            response_serializer=dpb.WriteReply.SerializeToString,
+        ),
+        "Info": grpc.unary_unary_rpc_method_handler(
+            servicer.Info,
+            request_deserializer=dpb.InfoRequest.FromString,
+            response_serializer=dpb.InfoReply.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

@@ -61,7 +61,8 @@ def timed_cli(
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     if status != 0:
-        raise RuntimeError(f"pfs {' '.join(args)} failed: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+        assert proc.stderr is not None
+        raise RuntimeError(f"pfs {' '.join(args)} failed: {proc.stderr.read().decode()}")
     return seconds, usage.ru_maxrss / 1024
 
 
@@ -200,13 +201,14 @@ def markdown(f: dict[str, Any], command: str) -> str:
         [
             "## Data path: put, get, cat, random reads (`loadtests/io_bench.py`)",
             "",
-            f"Command: `{command}` — a {size:,.0f} MiB file, 2 datanodes with their volumes on this",
-            "machine's disk (fdatasync on), everything on the same 2 cores; the `pfs` CLI as a user",
-            "runs it.",
+            f"Command: `{command}` — a {size:,.0f} MiB file, 2 datanodes with their volumes",
+            "on this machine's disk (fdatasync on), everything on the same 2 cores; the `pfs`",
+            "CLI as a user runs it.",
             "",
             "| what | MB/s | vs. floor |",
             "|---|---:|---:|",
-            f"| floor: bare gRPC stream of 1 MiB messages (2 processes) | {f['grpc_stream_mb_s']} | 1.00 |",
+            "| floor: bare gRPC stream of 1 MiB messages (2 processes) | "
+            f"{f['grpc_stream_mb_s']} | 1.00 |",
             f"| floor: `cp` on the local disk (+ sync) | {f['cp_mb_s']} | |",
             f"| `pfs put -rep 1` | {f['put_rep1_mb_s']} | {r['put_rep1_over_stream']} |",
             f"| `pfs put -rep 2` | {f['put_rep2_mb_s']} | {r['put_rep2_over_rep1']} of rep 1 |",
@@ -221,7 +223,8 @@ def markdown(f: dict[str, Any], command: str) -> str:
             f"{f['random_4_readers']['namenode_requests']} (4 readers).",
             f"Peak memory: put {f['put_client_peak_mib']} MiB, get {f['get_client_peak_mib']} MiB, "
             f"cat {f['cat_client_peak_mib']} MiB (client processes); datanode "
-            f"{f['datanode_peak_mib']} MiB — independent of the file size (no whole-file buffering).",
+            f"{f['datanode_peak_mib']} MiB — independent of the file size (no whole-file "
+            "buffering).",
             "",
             "PlasmaFS (2011, gigabit network, 7,200 rpm disks): put rep 1 69 MB/s, rep 2 45 MB/s",
             "(0.65x), get 103 MB/s, cat within the cluster 91-141 MB/s.",

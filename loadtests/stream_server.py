@@ -9,6 +9,7 @@ import asyncio
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -20,7 +21,7 @@ MIB = 1024 * 1024
 OPTIONS = [("grpc.max_receive_message_length", 8 * MIB), ("grpc.max_send_message_length", 8 * MIB)]
 
 
-async def _pull(request: bytes, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
+async def _pull(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
     payload = bytes(MIB)
     for _ in range(int(request.decode())):
         yield payload

@@ -1,0 +1,84 @@
+"""Data messages of the datanode protocol, framed by hand.
+
+`ReadChunk {bytes data = 1}` and `WriteChunk {... bytes data = 4}` carry megabytes;
+building and parsing them through protobuf objects copies every byte twice more
+than needed. These functions produce and read exactly the protobuf wire format (a
+field tag, a varint length, the bytes), so peers using the generated classes
+interoperate, but the bytes are copied once when framed and not at all when read.
+"""
+
+from __future__ import annotations
+
+from plasmafs.client.proto import datanode_pb2 as dpb
+
+_READ_DATA_TAG = 0x0A  # field 1, length-delimited
+_WRITE_DATA_TAG = 0x22  # field 4, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _split(raw: bytes, tag: int) -> memoryview | None:
+    """The payload of a message that is exactly one `tag` field, else None."""
+    if not raw or raw[0] != tag:
+        return None
+    length = 0
+    shift = 0
+    i = 1
+    while i < len(raw):
+        byte = raw[i]
+        length |= (byte & 0x7F) << shift
+        i += 1
+        if not byte & 0x80:
+            break
+        shift += 7
+    if i + length != len(raw):
+        return None
+    return memoryview(raw)[i:]
+
+
+def frame_read_chunk(data: bytes | memoryview) -> bytes:
+    """A serialized ReadChunk carrying `data`."""
+    return b"".join((bytes((_READ_DATA_TAG,)), _varint(len(data)), data))
+
+
+def parse_read_chunk(raw: bytes) -> memoryview:
+    """The data of a serialized ReadChunk (without copying it)."""
+    payload = _split(raw, _READ_DATA_TAG)
+    if payload is not None:
+        return payload
+    return memoryview(dpb.ReadChunk.FromString(raw).data)
+
+
+def frame_write_data(data: bytes | memoryview) -> bytes:
+    """A serialized WriteChunk carrying only `data` (the messages after the first)."""
+    return b"".join((bytes((_WRITE_DATA_TAG,)), _varint(len(data)), data))
+
+
+def serialize_write_chunk(message: dpb.WriteChunk | bytes) -> bytes:
+    """WriteChunk messages as the client sends them: pre-framed data, or a message."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+def parse_write_chunk(raw: bytes) -> dpb.WriteChunk | memoryview:
+    """A WriteChunk: its data alone (no copy) when that is all it holds, else the message."""
+    payload = _split(raw, _WRITE_DATA_TAG)
+    if payload is not None:
+        return payload
+    return dpb.WriteChunk.FromString(raw)
+
+
+def serialize_read_chunk(message: bytes | memoryview | dpb.ReadChunk) -> bytes:
+    """ReadChunk messages as the datanode sends them: raw data, framed here."""
+    if isinstance(message, dpb.ReadChunk):
+        return message.SerializeToString()
+    return frame_read_chunk(message)
