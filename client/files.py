@@ -161,6 +161,8 @@ class FileWriter:
             want = min(MAX_RUN_BLOCKS, (left + self._bs - 1) // self._bs)
         else:
             want = RUN_BLOCKS
+        until_commit = self._commit_every - self._since_commit
+        want = max(1, min(want, (until_commit + self._bs - 1) // self._bs))  # end at a commit
         blocks = await self._txn.allocate(self.attr.ino, next_block, want)
         self._runs = list(blocks.extents)
 

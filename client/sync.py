@@ -92,6 +92,21 @@ class SyncTransaction(_Facade):
         self._runner.call(self._target.__aexit__, exc_type, exc, tb)
 
 
+class SyncFile(_Facade):
+    """A FileReader or FileWriter used synchronously: `with fs.open(path, "wb") as f:`."""
+
+    def __enter__(self) -> SyncFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._runner.call(self._target.__aexit__, exc_type, exc, tb)
+
+
 class SyncClient(_Facade):
     """A Client used synchronously; methods are the Client's, without `await`."""
 
@@ -109,6 +124,10 @@ class SyncClient(_Facade):
         """A transaction that commits when the `with` block ends without error."""
         txn: Transaction = self._runner.call(self._target.begin, lock_wait=lock_wait)
         return SyncTransaction(self._runner, txn)
+
+    def open(self, path: str, mode: str = "rb", **options: Any) -> SyncFile:
+        """A file object (see Client.open) whose methods need no `await`."""
+        return SyncFile(self._runner, self._runner.call(self._target.open, path, mode, **options))
 
     def begin(self, *, lock_wait: float = 0.0) -> SyncTransaction:
         """A transaction to end with commit() or abort()."""

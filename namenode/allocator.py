@@ -156,23 +156,25 @@ class Allocator:
         remaining = count
         try:
             while remaining:
-                order = (
-                    candidates[self._turn % len(candidates) :]
-                    + candidates[: self._turn % len(candidates)]
+                # Runs go to the datanodes with the most free space, taking turns among
+                # equals: data alternates, and space stays balanced for later replicas.
+                turn = self._turn % len(candidates)
+                order = sorted(
+                    candidates[turn:] + candidates[:turn], key=lambda d: -self._free[d].total
                 )
                 chosen = [d for d in order if self._free[d].total > 0][:replication]
                 if len(chosen) < replication:
                     raise NoSpaceError(
                         f"not enough free space for {count} blocks with replication {replication}"
                     )
-                want = remaining if replication > 1 else min(remaining, max(RUN, 0) or remaining)
+                want = min(remaining, RUN)
                 spots = [self._free[d].best(want, hints.get(d)) for d in chosen]
                 n = min(s[1] for s in spots if s is not None)
-                for d, spot in zip(chosen, spots, strict=True):
-                    assert spot is not None
-                    self._free[d].take(spot[0], n)
-                    hints[d] = spot[0] + n
-                placed.append(Placement(n, tuple(chosen), tuple(s[0] for s in spots if s)))
+                starts = tuple(s[0] for s in spots if s is not None)
+                for d, start in zip(chosen, starts, strict=True):
+                    self._free[d].take(start, n)
+                    hints[d] = start + n
+                _append(placed, Placement(n, tuple(chosen), starts))
                 remaining -= n
                 self._turn += 1
         except NoSpaceError:
@@ -203,3 +205,16 @@ class Allocator:
             else:
                 keep.append(item)
         self._quarantine = keep
+
+
+def _append(placed: list[Placement], new: Placement) -> None:
+    """Add a placement, merging it into the previous one when it continues it on the
+    same datanodes (long contiguous runs make few extents)."""
+    if placed:
+        last = placed[-1]
+        if last.datanodes == new.datanodes and all(
+            s == ls + last.count for s, ls in zip(new.starts, last.starts, strict=True)
+        ):
+            placed[-1] = Placement(last.count + new.count, last.datanodes, last.starts)
+            return
+    placed.append(new)
