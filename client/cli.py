@@ -436,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")
-    p.add_argument("--capacity", help="volume size per datanode (up, first time; default 8G)")
+    p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     return parser
 

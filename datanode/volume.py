@@ -78,8 +78,14 @@ class Volume:
             try:
                 os.posix_fallocate(fd, 0, size)
                 os.fsync(fd)
-            finally:
+            except OSError as exc:
                 os.close(fd)
+                for leftover in (DATA, CRC):
+                    (directory / leftover).unlink(missing_ok=True)
+                raise ConfigError(
+                    f"cannot preallocate {size} bytes for {directory / name}: {exc.strerror}"
+                ) from exc
+            os.close(fd)
         tmp = meta.with_suffix(".tmp")
         tmp.write_text(json.dumps(info.__dict__) + "\n")
         os.replace(tmp, meta)

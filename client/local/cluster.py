@@ -42,7 +42,7 @@ class ClusterState:
     namenode_address: str
     namenode_pid: int
     datanodes: list[dict[str, object]] = field(default_factory=list)
-    datanode_capacity: int = 8 * 1024**3
+    datanode_capacity: int = 2 * 1024**3
     blocksize: int = 1024**2
     started_at: float = field(default_factory=time.time)
 
@@ -229,12 +229,12 @@ def up(
     """Start what is not running; return the state and whether anything was started.
 
     Unset sizes and counts are those the cluster in `home` was made with (defaults: 2
-    datanodes of 8 GiB, blocksize 1 MiB).
+    datanodes of 2 GiB, blocksize 1 MiB).
     """
     home.mkdir(parents=True, exist_ok=True)
     state = load_state(home)
     datanodes = datanodes if datanodes is not None else len(state.datanodes) if state else 2
-    capacity = capacity or (state.datanode_capacity if state else 8 * 1024**3)
+    capacity = capacity or (state.datanode_capacity if state else 2 * 1024**3)
     blocksize = blocksize or (state.blocksize if state else 1024**2)
     nn_alive = state is not None and process_alive(state.namenode_pid, "plasmafs.namenode")
     dn_alive = state is not None and all(
