@@ -524,3 +524,38 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
     assert status.out == f"cluster:     not started (no {home / 'cluster.json'})\n"
     assert_error(run_pfs(env, "ls", "/"), "ls", "no namenode configured")
     assert_ok(run_pfs(env, "local", "down"), "nothing was running\n")
+
+
+def _daemons_under(home: Path) -> list[int]:
+    """Pids of plasmafs daemons whose command line names `home`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(home) in cmdline and (
+            "plasmafs.namenode" in cmdline or "plasmafs.datanode" in cmdline
+        ):
+            found.append(int(proc.name))
+    return found
+
+
+def test_local_up_that_fails_leaves_no_daemons_behind(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = clean_env(home)
+    try:
+        assert_ok(
+            run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120), None
+        )
+        assert_ok(run_pfs(env, "local", "down", timeout=120), None)
+        # the volume exists with 64M: asking for another size must fail cleanly
+        failed = run_pfs(env, "local", "up", "--datanodes", "2", "--capacity", "128M", timeout=120)
+        assert_error(failed, "local", "has 64 blocks, the settings ask for 128")
+        assert _daemons_under(home) == []
+    finally:
+        run_pfs(env, "local", "down", timeout=120)
+        for pid in _daemons_under(home):
+            os.kill(pid, signal.SIGKILL)

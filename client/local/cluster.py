@@ -263,10 +263,14 @@ def up(
         home, dsn, listen, extra_env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize)}
     )
     state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize)
-    for k in range(datanodes):
-        directory = home / f"datanode-{k + 1}"
-        dn_pid, dn_address = start_datanode_process(directory, address, capacity, blocksize)
-        state.datanodes.append({"pid": dn_pid, "address": dn_address, "dir": str(directory)})
+    try:
+        for k in range(datanodes):
+            directory = home / f"datanode-{k + 1}"
+            dn_pid, dn_address = start_datanode_process(directory, address, capacity, blocksize)
+            state.datanodes.append({"pid": dn_pid, "address": dn_address, "dir": str(directory)})
+    except BaseException:
+        _stop_daemons(state)  # no half-started cluster left running behind the error
+        raise
     tmp = _state_path(home).with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
     tmp.replace(_state_path(home))
