@@ -526,7 +526,7 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
     assert_ok(run_pfs(env, "local", "down"), "nothing was running\n")
 
 
-def _daemons_under(home: Path) -> list[int]:
+def _daemons_under(home: Path) -> list[tuple[int, str]]:
     """Pids of plasmafs daemons whose command line names `home`."""
     found = []
     for proc in Path("/proc").iterdir():
@@ -539,7 +539,7 @@ def _daemons_under(home: Path) -> list[int]:
         if str(home) in cmdline and (
             "plasmafs.namenode" in cmdline or "plasmafs.datanode" in cmdline
         ):
-            found.append(int(proc.name))
+            found.append((int(proc.name), cmdline))
     return found
 
 
@@ -557,5 +557,5 @@ def test_local_up_that_fails_leaves_no_daemons_behind(tmp_path: Path) -> None:
         assert _daemons_under(home) == []
     finally:
         run_pfs(env, "local", "down", timeout=120)
-        for pid in _daemons_under(home):
+        for pid, _ in _daemons_under(home):
             os.kill(pid, signal.SIGKILL)
