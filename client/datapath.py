@@ -11,7 +11,7 @@ import grpc
 from plasmafs.client import dataframes
 from plasmafs.client.attributes import Replica
 from plasmafs.client.errors import (
-    CorruptionError,
+    ERRNO_METADATA_KEY,
     PlasmaError,
     UnavailableError,
     error_from_rpc,
@@ -77,16 +77,13 @@ def _ticket(replica: Replica) -> dpb.Ticket:
 
 def data_error(exc: grpc.RpcError, replica: Replica) -> PlasmaError:
     """A datanode failure as a plasmafs error naming the datanode."""
-    error = error_from_rpc(exc)
     where = f"datanode {replica.datanode_id} at {replica.address}"
-    if isinstance(error, CorruptionError):
-        return CorruptionError(f"{where}: {error}")
-    if exc.code() in (
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-    ):
-        return UnavailableError(f"{where} unavailable: {exc.details()}")
+    answered = any(key == ERRNO_METADATA_KEY for key, _ in exc.trailing_metadata() or ())
+    if not answered:
+        # No plasmafs error code: the call broke in transport (the datanode died or
+        # vanished mid-stream; gRPC reports that as UNAVAILABLE, CANCELLED or INTERNAL).
+        return UnavailableError(f"{where} unavailable: {exc.code()}: {exc.details()}")
+    error = error_from_rpc(exc)
     return type(error)(f"{where}: {error}")
 
 
