@@ -119,6 +119,8 @@ class Replica:
     address: str
     block_start: int
     ticket: bytes  # a serialized datanode Ticket
+    host: str = ""
+    local_socket: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +156,12 @@ class BlockList:
                     e.block_count,
                     tuple(
                         Replica(
-                            r.datanode_id, r.address, r.block_start, r.ticket.SerializeToString()
+                            r.datanode_id,
+                            r.address,
+                            r.block_start,
+                            r.ticket.SerializeToString(),
+                            r.host,
+                            r.local_socket,
                         )
                         for r in e.replicas
                     ),

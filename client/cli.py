@@ -386,6 +386,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--namenode",
         help="host:port (default: PFS_CLIENT_NAMENODE or the local cluster's PFS_HOME/client.json)",
     )
+    parser.add_argument(
+        "--no-local-reads",
+        action="store_true",
+        help="read through gRPC even from datanodes on this host (like PFS_LOCAL_READS=0)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ls", help="list directories")
@@ -444,7 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace) -> None:
     if args.command == "mv" and len(args.paths) < 2:
         raise InvalidArgumentError("mv needs a source and a destination")
-    fs = Client(config.namenode_address(args.namenode))
+    fs = Client(
+        config.namenode_address(args.namenode), local_reads=False if args.no_local_reads else None
+    )
     try:
         await fs.connection()
         await COMMANDS[args.command](fs, args, Reporter(args.command))

@@ -32,12 +32,15 @@ T = TypeVar("T")
 class Client:
     """A plasmafs client bound to one namenode address."""
 
-    def __init__(self, address: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, address: str, *, connect_timeout: float = 10.0, local_reads: bool | None = None
+    ) -> None:
         self.address = address
         self.connect_timeout = connect_timeout
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
-        self.data = DataChannels()
+        # Shared-memory reads from datanodes on this host (default: unless PFS_LOCAL_READS=0).
+        self.data = DataChannels(local_reads)
 
     async def __aenter__(self) -> Client:
         await self.connection()

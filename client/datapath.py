@@ -16,6 +16,7 @@ from plasmafs.client.errors import (
     UnavailableError,
     error_from_rpc,
 )
+from plasmafs.client.localread import LocalReads
 from plasmafs.client.proto import datanode_pb2 as dpb
 
 SERVICE = "plasmafs.datanode.v1.Datanode"
@@ -48,11 +49,13 @@ class DatanodeStub:
 
 
 class DataChannels:
-    """gRPC channels to datanodes, opened on first use and kept."""
+    """gRPC channels to datanodes, opened on first use and kept, and the local-read
+    connections to datanodes on this host."""
 
-    def __init__(self) -> None:
+    def __init__(self, local_reads: bool | None = None) -> None:
         self._stubs: dict[str, DatanodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
+        self.local = LocalReads(local_reads)
 
     def stub(self, address: str) -> DatanodeStub:
         """The stub for a datanode address."""
@@ -65,6 +68,7 @@ class DataChannels:
 
     async def close(self) -> None:
         """Close every channel."""
+        self.local.close()
         for channel in self._channels:
             await channel.close()
         self._channels.clear()

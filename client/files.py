@@ -332,19 +332,29 @@ class FileReader:
         order = replicas[start:] + replicas[:start]
         errors: list[PlasmaError] = []
         done = 0
+        local = self._channels.local
         for replica in order:
-            first = (offset + done) // bs
-            count = (offset + length - 1) // bs - first + 1
-            skip = offset + done - first * bs
-            try:
-                async for piece in read_range(
-                    self._channels, replica, first, count, skip, length - done
-                ):
-                    done += len(piece)
-                    yield piece
-                return
-            except PlasmaError as exc:  # fail over, resuming where this replica stopped
-                errors.append(exc)
+            # Shared memory first when the datanode is on this host, then its gRPC
+            # service; a replica that answers with an error gives way to the next one.
+            for via_local in (True, False) if local.usable(replica) else (False,):
+                first = (offset + done) // bs
+                count = (offset + length - 1) // bs - first + 1
+                skip = offset + done - first * bs
+                pieces = (
+                    local.read_range(replica, bs, first, count, skip, length - done)
+                    if via_local
+                    else read_range(self._channels, replica, first, count, skip, length - done)
+                )
+                try:
+                    async for piece in pieces:
+                        done += len(piece)
+                        yield piece
+                    return
+                except UnavailableError as exc:
+                    errors.append(exc)  # the other path of this replica, then the next one
+                except PlasmaError as exc:
+                    errors.append(exc)
+                    break
         if (
             errors
             and all(type(e) is type(errors[0]) for e in errors)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from pathlib import Path
 
 import grpc
 
 from plasmafs.client.errors import ConfigError, PlasmaError, error_from_rpc
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.datanode.local import LocalReadServer
 from plasmafs.datanode.service import DatanodeServicer, Registration, add_to_server
 from plasmafs.datanode.settings import DatanodeSettings
 from plasmafs.datanode.volume import Volume
@@ -24,10 +26,15 @@ GRPC_OPTIONS = [
 
 
 async def register(
-    settings: DatanodeSettings, volume: Volume, address: str, registration: Registration
+    settings: DatanodeSettings,
+    volume: Volume,
+    address: str,
+    registration: Registration,
+    local_socket: Path | None,
 ) -> int:
     """Register with the namenode (retrying until it answers); return the heartbeat period."""
     request = pb.RegisterRequest(
+        local_socket=str(local_socket) if local_socket else "",
         identity=volume.info.identity,
         host=settings.host_identity,
         address=address,
@@ -91,7 +98,13 @@ async def serve(settings: DatanodeSettings) -> None:
         raise ConfigError(f"cannot listen on {settings.listen}")
     host = settings.listen.rpartition(":")[0]
     address = settings.advertise or f"{host}:{port}"
-    period = await register(settings, volume, address, registration)
+    local: LocalReadServer | None = None
+    if settings.local_reads:
+        local = LocalReadServer(
+            settings.local_socket or settings.volume / "datanode.sock", volume, registration
+        )
+        local.start()
+    period = await register(settings, volume, address, registration, local.path if local else None)
     await server.start()
     log.info("datanode serving %s on %s", settings.volume, address)
     if settings.ready_file is not None:
@@ -105,6 +118,8 @@ async def serve(settings: DatanodeSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     beating.cancel()
+    if local is not None:
+        local.stop()
     await server.stop(5)
     volume.close()
 

@@ -31,6 +31,10 @@ class DatanodeSettings(BaseSettings):
     namenode: str = Field(default="127.0.0.1:7530", description="namenode host:port")
     host_identity: str = Field(default_factory=socket.gethostname)
     sync: str = Field(default="fdatasync", description="fdatasync (default) or none")
+    local_socket: Path | None = Field(
+        default=None, description="Unix socket for local reads (default: in the volume)"
+    )
+    local_reads: bool = Field(default=True, description="serve shared-memory local reads")
     ready_file: Path | None = None
     register_timeout: float = Field(default=60.0, gt=0)
     log_level: str = "INFO"

@@ -123,6 +123,19 @@ class Volume:
                 )
         return data
 
+    def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
+        """Whole blocks into `buffer`, each verified against its checksum."""
+        bs = self.info.blocksize
+        got = os.preadv(self._data, [buffer], block_start * bs)
+        if got != block_count * bs:
+            raise CorruptionError(f"short read of blocks {block_start}+{block_count}")
+        crcs = os.pread(self._crc, block_count * 4, block_start * 4)
+        for i in range(block_count):
+            if crc32c.crc32c(buffer[i * bs : (i + 1) * bs]) != _CRC.unpack_from(crcs, i * 4)[0]:
+                raise CorruptionError(
+                    f"block {block_start + i} of volume {self.info.identity} fails its checksum"
+                )
+
     def read(
         self, block_start: int, block_count: int, offset: int, length: int, chunk_blocks: int
     ) -> Iterator[bytes]:

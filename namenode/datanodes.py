@@ -55,7 +55,13 @@ class DatanodeRegistry:
             self.allocator.quarantine(datanode, start, count, until)
 
     async def register(
-        self, identity: str, host: str, address: str, blocksize: int, capacity: int
+        self,
+        identity: str,
+        host: str,
+        address: str,
+        blocksize: int,
+        capacity: int,
+        local_socket: str = "",
     ) -> DatanodeRow:
         """Admit a datanode (new, or known by its volume identity)."""
         if blocksize != self.blocksize:
@@ -72,7 +78,9 @@ class DatanodeRegistry:
             uuid.UUID(identity)
         except ValueError:
             raise ConfigError(f"not a volume identity: {identity!r}") from None
-        row = await self.store.register_datanode(identity, host, address, blocksize, capacity)
+        row = await self.store.register_datanode(
+            identity, host, address, blocksize, capacity, local_socket
+        )
         if not self.allocator.knows(row.datanode_id):
             self.allocator.add_datanode(row.datanode_id, capacity, [])
         self._known[row.datanode_id] = _Known(row, time.monotonic())
@@ -94,6 +102,11 @@ class DatanodeRegistry:
         """Where clients reach a datanode."""
         known = self._known.get(datanode_id)
         return known.row.address if known is not None else ""
+
+    def row(self, datanode_id: int) -> DatanodeRow | None:
+        """What the datanode registered with."""
+        known = self._known.get(datanode_id)
+        return known.row if known is not None else None
 
     def rows(self) -> list[tuple[DatanodeRow, bool]]:
         """Every datanode and whether it is live."""

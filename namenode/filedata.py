@@ -37,6 +37,8 @@ class ReplicaGrant:
     address: str
     block_start: int
     ticket: dpb.Ticket
+    host: str = ""
+    local_socket: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +214,14 @@ class FileData:
             write=write,
             ttl_seconds=self.ticket_ttl,
         )
+        node = self.registry.row(row.datanode_id)
         return ReplicaGrant(
-            row.datanode_id, self.registry.address(row.datanode_id), row.block_start, ticket
+            row.datanode_id,
+            node.address if node else "",
+            row.block_start,
+            ticket,
+            node.host if node else "",
+            node.local_socket if node else "",
         )
 
     # --- the end of a transaction ----------------------------------------------------------

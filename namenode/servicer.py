@@ -68,6 +68,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
                 request.address,
                 request.blocksize,
                 request.capacity_blocks,
+                request.local_socket,
             )
         except PlasmaError as exc:
             await abort_with(context, exc)

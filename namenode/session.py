@@ -280,7 +280,11 @@ def _block_list(out: pb.BlockList, inode: Inode, grants: list[ExtentGrant]) -> N
         extent = out.extents.add(file_index=grant.file_index, block_count=grant.block_count)
         for rep in grant.replicas:
             replica = extent.replicas.add(
-                datanode_id=rep.datanode_id, address=rep.address, block_start=rep.block_start
+                datanode_id=rep.datanode_id,
+                address=rep.address,
+                block_start=rep.block_start,
+                host=rep.host,
+                local_socket=rep.local_socket,
             )
             replica.ticket.CopyFrom(rep.ticket)
     out.SetInParent()

@@ -63,6 +63,7 @@ class DatanodeRow:
     address: str
     blocksize: int
     capacity_blocks: int
+    local_socket: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,21 +230,30 @@ class Store:
         return [_datanode(r) for r in rows]
 
     async def register_datanode(
-        self, identity: str, host: str, address: str, blocksize: int, capacity: int
+        self,
+        identity: str,
+        host: str,
+        address: str,
+        blocksize: int,
+        capacity: int,
+        local_socket: str,
     ) -> DatanodeRow:
-        """Insert a datanode, or update the address of a known identity."""
+        """Insert a datanode, or update the addresses of a known identity."""
         async with self._read() as conn:
             row = await conn.fetchrow(
-                """INSERT INTO datanodes (identity, host, address, blocksize, capacity_blocks)
-                   VALUES ($1::uuid, $2, $3, $4, $5)
+                """INSERT INTO datanodes (identity, host, address, blocksize, capacity_blocks,
+                                          local_socket)
+                   VALUES ($1::uuid, $2, $3, $4, $5, $6)
                    ON CONFLICT ON CONSTRAINT datanodes_identity_key DO UPDATE
-                   SET host = EXCLUDED.host, address = EXCLUDED.address
+                   SET host = EXCLUDED.host, address = EXCLUDED.address,
+                       local_socket = EXCLUDED.local_socket
                    RETURNING *""",
                 identity,
                 host,
                 address,
                 blocksize,
                 capacity,
+                local_socket,
             )
         return _datanode(row)
 
@@ -373,6 +383,7 @@ def _datanode(row: asyncpg.Record) -> DatanodeRow:
         row["address"],
         row["blocksize"],
         row["capacity_blocks"],
+        row["local_socket"],
     )
 
 

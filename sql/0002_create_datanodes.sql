@@ -22,6 +22,7 @@ CREATE TABLE datanodes (
     identity        uuid    NOT NULL,
     host            text    NOT NULL,
     address         text    NOT NULL,
+    local_socket    text    NOT NULL DEFAULT '',
     blocksize       integer NOT NULL,
     capacity_blocks bigint  NOT NULL,
     registered_at   timestamptz NOT NULL DEFAULT now(),

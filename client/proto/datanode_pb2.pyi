@@ -75,3 +75,15 @@ class InfoReply(_message.Message):
     blocksize: int
     capacity_blocks: int
     def __init__(self, identity: _Optional[str] = ..., datanode_id: _Optional[int] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ...) -> None: ...
+
+class LocalReadReply(_message.Message):
+    __slots__ = ("code", "message", "data_offset", "length")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    data_offset: int
+    length: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., data_offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...

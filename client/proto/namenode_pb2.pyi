@@ -332,16 +332,20 @@ class Done(_message.Message):
     def __init__(self) -> None: ...
 
 class Replica(_message.Message):
-    __slots__ = ("datanode_id", "address", "block_start", "ticket")
+    __slots__ = ("datanode_id", "address", "block_start", "ticket", "host", "local_socket")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     TICKET_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SOCKET_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     address: str
     block_start: int
     ticket: _datanode_pb2.Ticket
-    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ...) -> None: ...
+    host: str
+    local_socket: str
+    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., host: _Optional[str] = ..., local_socket: _Optional[str] = ...) -> None: ...
 
 class Extent(_message.Message):
     __slots__ = ("file_index", "block_count", "replicas")
@@ -419,18 +423,20 @@ class PingReply(_message.Message):
     def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks")
+    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SOCKET_FIELD_NUMBER: _ClassVar[int]
     identity: str
     host: str
     address: str
     blocksize: int
     capacity_blocks: int
-    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ...) -> None: ...
+    local_socket: str
+    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms")
