@@ -4,11 +4,12 @@
 
 Starts PostgreSQL, a namenode and 2 datanodes (volumes on this disk, fdatasync on),
 makes a local file of random bytes and measures, with the `pfs` CLI as a user runs it:
-put rep 1, put rep 2, get, cat to /dev/null, 4 parallel cats; in-process: 1 MiB random
-reads with 1 and 4 readers (and the namenode requests they caused after opening).
-Floors, same run: `cp` of the file on the local disk, and a bare gRPC stream of 1 MiB
-messages between two processes. Peak memory (VmHWM / max RSS) of the CLI processes
-and of the datanodes is reported. The last line printed is one JSON object.
+put rep 1, put rep 2, get and cat over gRPC (--no-local-reads), cat over shared memory
+(the datanodes are on this host), 4 parallel cats; in-process: 1 MiB random reads with
+1 and 4 readers (and the namenode requests they caused after opening).
+Floors, same run: `cp` of the file on the local disk, `cat` of it from the page cache,
+and a bare gRPC stream of 1 MiB messages between two processes. Peak memory of the
+CLI processes and of the datanodes is reported. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -64,6 +65,15 @@ def timed_cli(
         assert proc.stderr is not None
         raise RuntimeError(f"pfs {' '.join(args)} failed: {proc.stderr.read().decode()}")
     return seconds, usage.ru_maxrss / 1024
+
+
+def plain_cat(path: Path) -> float:
+    """Seconds for `cat FILE > /dev/null` with the file in the page cache (second run)."""
+    for _ in range(2):
+        start = time.perf_counter()
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+        seconds = time.perf_counter() - start
+    return seconds
 
 
 def parallel_cats(env: dict[str, str], path: str, n: int) -> float:
@@ -156,13 +166,16 @@ def run(size: int, workdir: Path) -> dict[str, Any]:
         figures["put_rep1_mb_s"], figures["put_client_peak_mib"] = round(mb / s, 1), round(rss)
         s, _ = timed_cli(env, "put", "-rep", "2", str(src), "/rep2")
         figures["put_rep2_mb_s"] = round(mb / s, 1)
-        s, rss = timed_cli(env, "get", "/rep1", str(workdir / "got.bin"))
+        s, rss = timed_cli(env, "--no-local-reads", "get", "/rep1", str(workdir / "got.bin"))
         figures["get_mb_s"], figures["get_client_peak_mib"] = round(mb / s, 1), round(rss)
         if not _same(src, workdir / "got.bin"):
             raise RuntimeError("get returned different bytes")
         (workdir / "got.bin").unlink()
-        s, rss = timed_cli(env, "cat", "/rep1")
+        s, rss = timed_cli(env, "--no-local-reads", "cat", "/rep1")
         figures["cat_mb_s"], figures["cat_client_peak_mib"] = round(mb / s, 1), round(rss)
+        s, rss = timed_cli(env, "cat", "/rep1")  # shared memory: the datanodes are here
+        figures["cat_local_mb_s"], figures["cat_local_peak_mib"] = round(mb / s, 1), round(rss)
+        figures["plain_cat_mb_s"] = round(mb / plain_cat(src), 1)
         s = parallel_cats(env, "/rep2", 4)
         figures["cat4_total_mb_s"] = round(4 * mb / s, 1)
         reads = max(16, min(256, size // MIB // 4))
@@ -179,6 +192,8 @@ def run(size: int, workdir: Path) -> dict[str, Any]:
         "cat_over_stream": round(figures["cat_mb_s"] / floor, 2),
         "put_rep1_over_stream": round(figures["put_rep1_mb_s"] / floor, 2),
         "put_rep2_over_rep1": round(figures["put_rep2_mb_s"] / figures["put_rep1_mb_s"], 2),
+        "cat_local_over_grpc": round(figures["cat_local_mb_s"] / figures["cat_mb_s"], 2),
+        "cat_local_over_plain_cat": round(figures["cat_local_mb_s"] / figures["plain_cat_mb_s"], 2),
     }
     return figures
 
@@ -212,9 +227,13 @@ def markdown(f: dict[str, Any], command: str) -> str:
             f"| floor: `cp` on the local disk (+ sync) | {f['cp_mb_s']} | |",
             f"| `pfs put -rep 1` | {f['put_rep1_mb_s']} | {r['put_rep1_over_stream']} |",
             f"| `pfs put -rep 2` | {f['put_rep2_mb_s']} | {r['put_rep2_over_rep1']} of rep 1 |",
-            f"| `pfs get` | {f['get_mb_s']} | {r['get_over_stream']} |",
-            f"| `pfs cat > /dev/null` | {f['cat_mb_s']} | {r['cat_over_stream']} |",
-            f"| 4 parallel `pfs cat` (total) | {f['cat4_total_mb_s']} | |",
+            f"| `pfs --no-local-reads get` (gRPC) | {f['get_mb_s']} | {r['get_over_stream']} |",
+            f"| `pfs --no-local-reads cat > /dev/null` (gRPC) | {f['cat_mb_s']} | "
+            f"{r['cat_over_stream']} |",
+            f"| `pfs cat > /dev/null` (shared memory) | {f['cat_local_mb_s']} | "
+            f"{r['cat_local_over_grpc']}x gRPC, {r['cat_local_over_plain_cat']} of `cat` |",
+            f"| floor: `cat FILE > /dev/null` from the page cache | {f['plain_cat_mb_s']} | |",
+            f"| 4 parallel `pfs cat` (total, shared memory) | {f['cat4_total_mb_s']} | |",
             f"| 1 MiB random reads, 1 reader | {f['random_1_reader']['mb_s']} | |",
             f"| 1 MiB random reads, 4 readers (total) | {f['random_4_readers']['mb_s']} | |",
             "",

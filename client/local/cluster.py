@@ -29,6 +29,7 @@ from plasmafs.client.local.postgres import (
 )
 
 STATE_FILE = "cluster.json"
+SHAPE_FILE = "shape.json"  # datanode count, volume size and blocksize the cluster was made with
 DATABASE = "plasmafs"
 DEFAULT_NAMENODE_PORT = 7530
 
@@ -49,6 +50,20 @@ class ClusterState:
 
 def _state_path(home: Path) -> Path:
     return home / STATE_FILE
+
+
+def _load_shape(home: Path) -> dict[str, int]:
+    path = home / SHAPE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}); fix or remove it") from exc
+
+
+def _save_shape(home: Path, shape: dict[str, int]) -> None:
+    (home / SHAPE_FILE).write_text(json.dumps(shape, indent=2) + "\n")
 
 
 def load_state(home: Path) -> ClusterState | None:
@@ -233,9 +248,10 @@ def up(
     """
     home.mkdir(parents=True, exist_ok=True)
     state = load_state(home)
-    datanodes = datanodes if datanodes is not None else len(state.datanodes) if state else 2
-    capacity = capacity or (state.datanode_capacity if state else 2 * 1024**3)
-    blocksize = blocksize or (state.blocksize if state else 1024**2)
+    shape = _load_shape(home)  # what the cluster was made with; kept across `down`
+    datanodes = datanodes if datanodes is not None else int(shape.get("datanodes", 2))
+    capacity = capacity or int(shape.get("capacity", 2 * 1024**3))
+    blocksize = blocksize or int(shape.get("blocksize", 1024**2))
     nn_alive = state is not None and process_alive(state.namenode_pid, "plasmafs.namenode")
     dn_alive = state is not None and all(
         process_alive(int(str(d["pid"])), "plasmafs.datanode") for d in state.datanodes
@@ -263,6 +279,7 @@ def up(
         home, dsn, listen, extra_env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize)}
     )
     state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize)
+    _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
     try:
         for k in range(datanodes):
             directory = home / f"datanode-{k + 1}"
