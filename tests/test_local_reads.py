@@ -109,38 +109,58 @@ async def test_a_vanished_socket_falls_back_to_grpc(dfs: Client, data_cluster: D
         await fresh.close()
 
 
-_READER = """
-import asyncio, sys
-from plasmafs.client import Client
-async def main():
-    fs = Client(sys.argv[1])
-    reader = await fs.open("/big")
-    print("open", flush=True)
-    async for _ in reader.stream():
-        await asyncio.sleep(0.2)
-asyncio.run(main())
+# A minimal local reader (no plasmafs imports, so that 1,000 of them start quickly):
+# it sends one request, receives the segment descriptor and the answer, and waits.
+_RAW_READER = """
+import os, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+req = bytes.fromhex(sys.argv[2])
+s.sendall(struct.pack(">I", len(req)) + req)
+head, fds, _, _ = socket.recv_fds(s, 4, 1)
+print("got" if fds else "none", flush=True)
+time.sleep(60)
 """
 
 
-def test_killed_readers_leave_no_segments_behind(data_cluster: DataCluster) -> None:
+def test_a_thousand_killed_readers_leave_nothing_behind(data_cluster: DataCluster) -> None:
     with SyncClient(data_cluster.namenode.address) as fs:
-        fs.write_file("/big", os.urandom(100 * BS), replication=3)
-    pids = [d.pid for d in data_cluster.datanodes]
-    before = sum(_memfds(p) for p in pids)
-    for _ in range(20):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _READER, data_cluster.namenode.address],
-            stdout=subprocess.PIPE,
+        fs.write_file("/big", os.urandom(8 * BS), replication=3)
+        replica = fs.blocks("/big").extents[0].replicas[0]
+    node = next(d for d in data_cluster.datanodes if d.datanode_id == replica.datanode_id)
+    request = (
+        dpb.ReadRequest(
+            ticket=dpb.Ticket.FromString(replica.ticket),
+            block_start=replica.block_start,
+            block_count=1,
         )
-        assert proc.stdout is not None and proc.stdout.readline() == b"open\n"
-        time.sleep(0.3)  # reading, with a segment open
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    for _ in range(50):
-        if sum(_memfds(p) for p in pids) == before:
+        .SerializeToString()
+        .hex()
+    )
+    shm_before = sorted(os.listdir("/dev/shm"))
+    memfds_before = _memfds(node.pid)
+    for batch in range(50):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-S", "-c", _RAW_READER, replica.local_socket, request],
+                stdout=subprocess.PIPE,
+            )
+            for _ in range(20)
+        ]
+        for proc in procs:  # each holds a segment now
+            assert proc.stdout is not None and proc.stdout.readline() == b"got\n", batch
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
+    for _ in range(100):
+        if _memfds(node.pid) == memfds_before:
             break
         time.sleep(0.1)
-    assert sum(_memfds(p) for p in pids) == before
+    assert _memfds(node.pid) == memfds_before
+    assert sorted(os.listdir("/dev/shm")) == shm_before
 
 
 async def test_switch_off_with_the_environment(
