@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
 
-import uvloop
-from pydantic import ValidationError
-
-from plasmafs.client.errors import PlasmaError
+from plasmafs.client.daemon import run_daemon
 from plasmafs.datanode.server import serve
 from plasmafs.datanode.settings import DatanodeSettings
 
@@ -48,24 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         }.items()
         if v is not None
     }
-    try:
-        settings = DatanodeSettings(**overrides)
-    except (ValidationError, ValueError) as exc:
-        first = str(exc).splitlines()
-        print(f"pfs-datanode: bad configuration: {' '.join(first[:3])}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        uvloop.run(serve(settings))
-    except PlasmaError as exc:
-        print(f"pfs-datanode: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return run_daemon("pfs-datanode", lambda: DatanodeSettings(**overrides), serve)
 
 
 if __name__ == "__main__":

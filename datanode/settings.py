@@ -3,18 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
 from pydantic import Field, field_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from plasmafs.client.daemon import sources_with_toml
 from plasmafs.client.sizes import parse_size
 
 
@@ -67,8 +62,4 @@ class DatanodeSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config = os.environ.get("PFS_DATANODE_CONFIG")
-        if config:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
-        return tuple(sources)
+        return sources_with_toml(settings_cls, init_settings, env_settings, "PFS_DATANODE_CONFIG")

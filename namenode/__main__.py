@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
-import uvloop
-from pydantic import ValidationError
-
-from plasmafs.client.errors import PlasmaError
+from plasmafs.client.daemon import run_daemon
 from plasmafs.namenode.server import serve
 from plasmafs.namenode.settings import load_settings
 
@@ -27,25 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="PostgreSQL DSN")
     parser.add_argument("--ready-file", type=Path, help="write the bound address here")
     args = parser.parse_args(argv)
-    try:
-        settings = load_settings(
+    return run_daemon(
+        "pfs-namenode",
+        lambda: load_settings(
             args.config, listen=args.listen, dsn=args.dsn, ready_file=args.ready_file
-        )
-    except (ValidationError, FileNotFoundError, ValueError) as exc:
-        print(f"pfs-namenode: bad configuration: {exc}".splitlines()[0], file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        ),
+        serve,
     )
-    try:
-        uvloop.run(serve(settings))
-    except PlasmaError as exc:
-        print(f"pfs-namenode: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from plasmafs.client.daemon import sources_with_toml
 
 
 class NamenodeSettings(BaseSettings):
@@ -62,11 +59,7 @@ class NamenodeSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config = os.environ.get("PFS_NAMENODE_CONFIG")
-        if config:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
-        return tuple(sources)
+        return sources_with_toml(settings_cls, init_settings, env_settings, "PFS_NAMENODE_CONFIG")
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> NamenodeSettings:

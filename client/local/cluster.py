@@ -127,41 +127,10 @@ def start_namenode_process(
     extra_env: dict[str, str] | None = None,
 ) -> tuple[int, str]:
     """Start `pfs-namenode` in the background; return its pid and bound address."""
-    ready = home / "namenode.ready"
-    ready.unlink(missing_ok=True)
-    log_path = home / "namenode.log"
-    env = dict(os.environ, **(extra_env or {}))
-    args = [
-        sys.executable,
-        "-m",
-        "plasmafs.namenode",
-        "--listen",
-        listen,
-        "--ready-file",
-        str(ready),
-    ]
+    args = ["plasmafs.namenode", "--listen", listen]
     if dsn:
         args += ["--dsn", dsn]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,
-            cwd=home,
-        )
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise StorageError("the namenode exited at start: " + " | ".join(tail))
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise StorageError(f"the namenode did not start within {timeout:g}s; see {log_path}")
-        time.sleep(0.02)
-    return proc.pid, ready.read_text().strip()
+    return _start_daemon("namenode", home, args, timeout, extra_env)
 
 
 def start_datanode_process(
@@ -174,43 +143,43 @@ def start_datanode_process(
 ) -> tuple[int, str]:
     """Start `pfs-datanode` on the volume in `directory`; return its pid and address."""
     directory.mkdir(parents=True, exist_ok=True)
-    ready = directory / "datanode.ready"
-    ready.unlink(missing_ok=True)
-    log_path = directory / "datanode.log"
     args = [
-        sys.executable,
-        "-m",
         "plasmafs.datanode",
-        "--volume",
-        str(directory / "volume"),
-        "--capacity",
-        str(capacity),
-        "--blocksize",
-        str(blocksize),
-        "--namenode",
-        namenode,
-        "--listen",
-        "127.0.0.1:0",
-        "--ready-file",
-        str(ready),
-    ]
+        "--volume", str(directory / "volume"),
+        "--capacity", str(capacity),
+        "--blocksize", str(blocksize),
+        "--namenode", namenode,
+        "--listen", "127.0.0.1:0",
+    ]  # fmt: skip
+    return _start_daemon("datanode", directory, args, timeout, extra_env)
+
+
+def _start_daemon(
+    role: str, workdir: Path, args: list[str], timeout: float, extra_env: dict[str, str] | None
+) -> tuple[int, str]:
+    """Run `python -m ARGS --ready-file ...` detached, logging to WORKDIR/ROLE.log, and
+    wait until it reports its address (or fails, with its last log line as the error)."""
+    ready = workdir / f"{role}.ready"
+    ready.unlink(missing_ok=True)
+    log_path = workdir / f"{role}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            args,
+            [sys.executable, "-m", *args, "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             env=dict(os.environ, **(extra_env or {})),
             start_new_session=True,
+            cwd=workdir,
         )
     deadline = time.monotonic() + timeout
     while not ready.exists():
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
-            raise StorageError(f"a datanode exited at start: {' '.join(tail)}")
+            raise StorageError(f"a {role} exited at start: {' '.join(tail)}")
         if time.monotonic() > deadline:
             proc.kill()
-            raise StorageError(f"a datanode did not start within {timeout:g}s; see {log_path}")
+            raise StorageError(f"a {role} did not start within {timeout:g}s; see {log_path}")
         time.sleep(0.02)
     return proc.pid, ready.read_text().strip()
 
