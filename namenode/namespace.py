@@ -33,19 +33,23 @@ from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.filedata import ExtentGrant, FileData
+from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
 from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
-from plasmafs.namenode.store import ListedEntry, Store
+from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
+from plasmafs.namenode.validation import (
+    check_blocksize,
+    check_cursor,
+    check_mode,
+    check_replication,
+)
 
 MAX_SYMLINK_HOPS = 40
 MAX_DEPTH = 4096
 INODE_BATCH = 1024  # the inode_numbers sequence's increment
 DIRTREE_LOCK: LockKey = ("dirtree",)
-MIN_BLOCKSIZE = 64 * 1024
-MAX_BLOCKSIZE = 64 * 1024 * 1024
-MAX_REPLICATION = 32
 
 
 class Namespace:
@@ -291,43 +295,15 @@ class Namespace:
         directory = await self.resolve(txn, paths.split_canonical(raw), follow_last=True)
         if directory.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"not a directory: {raw.decode(errors='replace')}")
-        cursor = check_cursor(after)
         limit = max(1, min(limit or max_limit, max_limit))
-        cs = txn.cs if txn is not None else None
-        changed = cs.children.get(directory.ino, set()) if cs is not None else set()
-        page: list[tuple[str, Inode]] = []
-        while len(page) < limit:
-            want = limit - len(page)
-            committed = await self.store.list_entries(directory.ino, cursor, want, True)
-            exhausted = len(committed) < want
-            upper = None if exhausted else committed[-1].name
-            merged: dict[str, ListedEntry | int] = {
-                e.name: e for e in committed if e.name not in changed
-            }
-            for name in changed:
-                if name > cursor and (upper is None or name <= upper):
-                    assert cs is not None
-                    target = cs.entries[(directory.ino, name)]
-                    if target is not None:
-                        merged[name] = target
-            names = sorted(merged)
-            for name in names[:want]:
-                item = merged[name]
-                if isinstance(item, ListedEntry) and (cs is None or not _pending(cs, item.ino)):
-                    assert item.inode is not None
-                    inode: Inode | None = item.inode
-                else:
-                    ino = item.ino if isinstance(item, ListedEntry) else item
-                    inode = await self._inode(txn, ino)
-                if inode is not None:
-                    page.append((name, inode))
-            if names:
-                cursor = names[min(want, len(names)) - 1]
-            elif upper is not None:
-                cursor = upper
-            if exhausted and len(names) <= want:
-                return page, False
-        return page, True
+        return await list_page(
+            self.store,
+            lambda ino: self._inode(txn, ino),
+            directory.ino,
+            txn.cs if txn is not None else None,
+            check_cursor(after),
+            limit,
+        )
 
     def fsstat(self) -> FsStat:
         """Committed namespace counts and the space of the live datanodes."""
@@ -640,43 +616,6 @@ class Namespace:
         )
         t.cs.put_inode(replace(current, attr=new))
         return new
-
-
-def _pending(cs: ChangeSet, ino: int) -> bool:
-    return ino in cs.inodes or ino in cs.touches
-
-
-def check_cursor(after: bytes) -> str:
-    """A readdir cursor: empty, or anything a name could be (it need not exist)."""
-    if len(after) > paths.MAX_NAME_BYTES or b"\0" in after:
-        raise InvalidArgumentError("readdir cursor is longer than a name or contains NUL")
-    try:
-        return after.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgumentError("readdir cursor is not valid UTF-8") from exc
-
-
-def check_mode(mode: int) -> int:
-    """Permission bits only."""
-    if not 0 <= mode <= 0o7777:
-        raise InvalidArgumentError(f"mode {mode:#o} has bits outside 0o7777")
-    return mode
-
-
-def check_replication(replication: int) -> int:
-    """1..32 replicas."""
-    if not 1 <= replication <= MAX_REPLICATION:
-        raise InvalidArgumentError(f"replication {replication} is not in 1..{MAX_REPLICATION}")
-    return replication
-
-
-def check_blocksize(blocksize: int) -> int:
-    """A power of two from 64 KiB to 64 MiB."""
-    if not (MIN_BLOCKSIZE <= blocksize <= MAX_BLOCKSIZE and blocksize & (blocksize - 1) == 0):
-        raise InvalidArgumentError(
-            f"blocksize {blocksize} is not a power of two from 64 KiB to 64 MiB"
-        )
-    return blocksize
 
 
 __all__ = ["Namespace", "PlasmaError"]
