@@ -475,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
+    except OSError as exc:  # the local side of put/get: missing directory, permissions, disk
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"pfs: {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
 
 

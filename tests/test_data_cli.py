@@ -104,3 +104,11 @@ def test_sync_file_objects(data_cluster: DataCluster) -> None:
             f.seek(-5, os.SEEK_END)
             assert f.read() == b"world"
         assert fs.read_file("/s") == b"hello world"
+
+
+def test_local_file_errors_are_one_line(data_cluster: DataCluster, tmp_path: Path) -> None:
+    assert _pfs(data_cluster, "put", "-", "/f", stdin=b"data").returncode == 0
+    result = _pfs(data_cluster, "get", "/f", str(tmp_path / "missing-dir" / "out"))
+    err = result.stderr.decode()
+    assert result.returncode == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("pfs: get: ") and "No such file or directory" in err
