@@ -340,6 +340,8 @@ def cmd_local(args: argparse.Namespace) -> int:
         print(f"  namenode:   {state.namenode_address} (pid {state.namenode_pid})")
         for k, d in enumerate(state.datanodes, start=1):
             print(f"  datanode {k}: {d['address']} (pid {d['pid']}, {d['dir']})")
+        if state.metrics_address:
+            print(f"  metrics:    http://{state.metrics_address}/metrics")
         where = f"embedded, {home / 'postgres'}" if state.embedded_postgres else "external"
         print(f"  postgresql: {where}")
         print(

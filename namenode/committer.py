@@ -63,6 +63,7 @@ class Committer:
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.stats = CommitStats()
+        self.group_observer: Callable[[int], None] | None = None
 
     def start(self) -> None:
         """Start the writer loop."""
@@ -137,6 +138,8 @@ class Committer:
         stats.commits += len(group)
         stats.groups += 1
         stats.largest_group = max(stats.largest_group, len(group))
+        if self.group_observer is not None:
+            self.group_observer(len(group))
         for pending in group:
             if not pending.done.done():
                 pending.done.set_result(None)

@@ -18,6 +18,7 @@ from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
@@ -47,6 +48,7 @@ class RunningNamenode:
     namespace: Namespace
     store: Store
     servicer: NamenodeServicer
+    metrics_port: int = 0
 
     async def stop(self, grace: float) -> None:
         """Stop accepting, let calls finish for `grace` seconds, flush commits, close."""
@@ -98,7 +100,10 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         data=FileData(store, cache, allocator, registry, settings.ticket_ttl),
     )
     await namespace.start()
-    servicer = NamenodeServicer(namespace, settings)
+    metrics = NamenodeMetrics()
+    namespace.committer.group_observer = metrics.group_size.observe
+    servicer = NamenodeServicer(namespace, settings, metrics)
+    metrics.add_gauges(lambda: gauges(servicer, namespace, registry))
     server = grpc.aio.server(options=GRPC_OPTIONS)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
     pb_grpc.add_DatanodeRegistryServicer_to_server(RegistryServicer(registry), server)
@@ -106,7 +111,43 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
     await server.start()
-    return RunningNamenode(server, port, namespace, store, servicer)
+    metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
+    return RunningNamenode(server, port, namespace, store, servicer, metrics_port)
+
+
+def gauges(
+    servicer: NamenodeServicer, namespace: Namespace, registry: DatanodeRegistry
+) -> dict[str, tuple[str, float]]:
+    """The values read at each scrape (names ending in _total are counters)."""
+    cache, stats, locks = namespace.cache, namespace.committer.stats, namespace.locks
+    fs = namespace.fsstat()
+    allocator = namespace.data.allocator
+    bs = namespace.default_blocksize
+    return {
+        "pfs_namenode_sessions": ("Connected clients", servicer.sessions),
+        "pfs_namenode_open_transactions": ("Open transactions", servicer.open_transactions),
+        "pfs_namenode_commits_total": ("Committed transactions", stats.commits),
+        "pfs_namenode_commit_groups_total": ("PostgreSQL group commits", stats.groups),
+        "pfs_namenode_commit_failures_total": ("Failed commits", stats.failed),
+        "pfs_namenode_lock_conflicts_total": ("Lock conflicts", locks.conflicts),
+        "pfs_namenode_lock_waits_total": ("Lock waits", locks.waits),
+        "pfs_namenode_cache_inode_hits_total": ("Inode cache hits", cache.inodes.hits),
+        "pfs_namenode_cache_inode_misses_total": ("Inode cache misses", cache.inodes.misses),
+        "pfs_namenode_cache_entry_hits_total": ("Entry cache hits", cache.entries.hits),
+        "pfs_namenode_cache_entry_misses_total": ("Entry cache misses", cache.entries.misses),
+        "pfs_namenode_cached_inodes": ("Inodes in the cache", len(cache.inodes)),
+        "pfs_namenode_cached_entries": ("Entries in the cache", len(cache.entries)),
+        "pfs_namenode_files": ("Files", fs.files),
+        "pfs_namenode_directories": ("Directories", fs.directories),
+        "pfs_datanodes_live": ("Live datanodes", fs.live_datanodes),
+        "pfs_datanodes_registered": ("Registered datanodes", len(registry.rows())),
+        "pfs_capacity_bytes": ("Capacity of the live datanodes", fs.capacity_bytes),
+        "pfs_used_bytes": ("Used (or quarantined) bytes of the live datanodes", fs.used_bytes),
+        "pfs_quarantined_bytes": (
+            "Released bytes waiting out their quarantine",
+            allocator.quarantined_blocks() * bs,
+        ),
+    }
 
 
 async def serve(settings: NamenodeSettings) -> None:
@@ -115,6 +156,8 @@ async def serve(settings: NamenodeSettings) -> None:
     host = settings.listen.rpartition(":")[0]
     address = f"{host}:{running.port}"
     log.info("namenode serving on %s", address)
+    if running.metrics_port:
+        log.info("metrics on http://%s:%d/metrics", host, running.metrics_port)
     if settings.ready_file is not None:
         tmp = settings.ready_file.with_suffix(".tmp")
         tmp.write_text(address + "\n")

@@ -12,6 +12,7 @@ from plasmafs.client.errors import PlasmaError, abort_with
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.session import Session
 from plasmafs.namenode.settings import NamenodeSettings
@@ -22,12 +23,25 @@ VERSION = "0.1.0"
 class NamenodeServicer(pb_grpc.NamenodeServicer):
     """Serves Session streams and Ping."""
 
-    def __init__(self, namespace: Namespace, settings: NamenodeSettings) -> None:
+    def __init__(
+        self, namespace: Namespace, settings: NamenodeSettings, metrics: NamenodeMetrics
+    ) -> None:
         self.namespace = namespace
         self.settings = settings
+        self.metrics = metrics
         self.started_ns = time.time_ns()
         self.counters: Counter[str] = Counter()
-        self.sessions = 0
+        self.open_sessions: set[Session] = set()
+
+    @property
+    def sessions(self) -> int:
+        """Connected clients."""
+        return len(self.open_sessions)
+
+    @property
+    def open_transactions(self) -> int:
+        """Open transactions over all connections."""
+        return sum(len(s.txns) for s in self.open_sessions)
 
     async def Session(
         self,
@@ -35,12 +49,14 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         context: grpc.aio.ServicerContext,
     ) -> None:
         """The multiplexed request stream of one client connection."""
-        self.sessions += 1
+        session = Session(
+            self.namespace, self.settings, context.peer(), self.counters, self.metrics
+        )
+        self.open_sessions.add(session)
         try:
-            session = Session(self.namespace, self.settings, context.peer(), self.counters)
             await session.run(request_iterator, context.write)
         finally:
-            self.sessions -= 1
+            self.open_sessions.discard(session)
 
     async def Ping(
         self, request: pb.PingRequest, context: grpc.aio.ServicerContext

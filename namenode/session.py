@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from plasmafs.client.errors import BusyError, PlasmaError, StorageError, Transac
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.eager import start_eagerly
 from plasmafs.namenode.filedata import ExtentGrant
+from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.records import Inode
 from plasmafs.namenode.settings import NamenodeSettings
@@ -38,12 +40,18 @@ class Session:
     """The namenode's side of one client connection."""
 
     def __init__(
-        self, namespace: Namespace, settings: NamenodeSettings, peer: str, counters: Counter[str]
+        self,
+        namespace: Namespace,
+        settings: NamenodeSettings,
+        peer: str,
+        counters: Counter[str],
+        metrics: NamenodeMetrics,
     ) -> None:
         self.ns = namespace
         self.settings = settings
         self.peer = peer
         self.counters = counters
+        self.metrics = metrics
         self.txns: dict[int, _OpenTxn] = {}
         self._out: list[pb.Response] = []
         self._out_ready = asyncio.Event()
@@ -102,6 +110,7 @@ class Session:
     async def _handle(self, request: pb.Request) -> None:
         response = pb.Response(id=request.id)
         op = request.WhichOneof("op")
+        started = time.perf_counter()
         try:
             if op is None:
                 raise TransactionError("request without an operation")
@@ -114,6 +123,9 @@ class Session:
         except Exception as exc:  # a bug must not take the whole connection down
             log.exception("request %s failed", op)
             _fail(response, StorageError(f"internal error: {exc.__class__.__name__}: {exc}"))
+        self.metrics.observe(op or "none", time.perf_counter() - started)
+        if response.HasField("error"):
+            self.metrics.error(op or "none", response.error.code)
         self._inflight -= 1
         if not self._room.is_set():
             self._room.set()

@@ -34,6 +34,9 @@ class NamenodeSettings(BaseSettings):
     ticket_ttl: float = Field(default=600.0, gt=0, description="seconds a block ticket lives")
     datanode_dead_after: float = Field(default=10.0, gt=0)
     heartbeat_ms: int = Field(default=1000, ge=50)
+    metrics_listen: str = Field(
+        default="", description="host:port for Prometheus /metrics (empty: off; port 0: any)"
+    )
     default_replication: int = Field(default=1, ge=1, le=32)
     default_blocksize: int = Field(default=1024 * 1024)
     max_transactions_per_session: int = Field(default=100_000, ge=1)

@@ -474,7 +474,8 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
         pids.append(state.namenode_pid)
         assert f"{state.namenode_address} (pid {state.namenode_pid})" in up.lines[1]
         assert up.lines[2].startswith("  datanode 1: 127.0.0.1:")
-        assert up.lines[3] == f"  postgresql: embedded, {home / 'postgres'}"
+        assert up.lines[3] == f"  metrics:    http://{state.metrics_address}/metrics"
+        assert up.lines[4] == f"  postgresql: embedded, {home / 'postgres'}"
         assert (home / "client.json").is_file()
 
         # Plain commands find the namenode through PFS_HOME/client.json.

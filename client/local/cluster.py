@@ -45,6 +45,7 @@ class ClusterState:
     datanodes: list[dict[str, object]] = field(default_factory=list)
     datanode_capacity: int = 2 * 1024**3
     blocksize: int = 1024**2
+    metrics_address: str = ""
     started_at: float = field(default_factory=time.time)
 
 
@@ -244,10 +245,17 @@ def up(
     if state is not None:
         _stop_daemons(state)
     listen = f"127.0.0.1:{_pick_namenode_port()}"
+    metrics = f"127.0.0.1:{free_port()}"
     pid, address = start_namenode_process(
-        home, dsn, listen, extra_env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize)}
+        home,
+        dsn,
+        listen,
+        extra_env={
+            "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
+            "PFS_NAMENODE_METRICS_LISTEN": metrics,
+        },
     )
-    state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize)
+    state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize, metrics)
     _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
     try:
         for k in range(datanodes):

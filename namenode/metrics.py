@@ -1,0 +1,114 @@
+"""The namenode's Prometheus metrics, served over HTTP when `metrics_listen` is set.
+
+Requests by operation with their latency, commits and group-commit sizes, cache hits
+and misses, open sessions and transactions, datanodes and space: what a load test
+report needs next to its client-side figures, and what operators alert on.
+
+Request counts and latencies are kept in plain per-operation lists on the event loop
+(no locks: everything that updates them runs on the loop thread) and turned into
+Prometheus families only when scraped; prometheus_client's own Histogram takes a lock
+per observation, which showed as ~15% fewer lookups per second at 64 in flight.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    0.5, 1.0, 2.5,
+)  # fmt: skip
+GROUP_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class NamenodeMetrics:
+    """Counters updated on the request and commit paths, and gauges read on scrape."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        # op -> [count per latency bucket (+Inf last)..., sum of seconds]
+        self._ops: dict[str, list[float]] = {}
+        self.registry.register(_Requests(self._ops))
+        self._errors = Counter(
+            "pfs_namenode_request_errors",
+            "Requests answered with an error, by operation and code",
+            ["op", "code"],
+            registry=self.registry,
+        )
+        self.group_size = Histogram(
+            "pfs_namenode_commit_group_size",
+            "Transactions written per PostgreSQL call",
+            buckets=GROUP_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe(self, op: str, seconds: float) -> None:
+        """Count one request of `op` that took `seconds`."""
+        stats = self._ops.get(op)
+        if stats is None:
+            stats = self._ops[op] = [0.0] * (len(LATENCY_BUCKETS) + 2)
+        stats[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        stats[-1] += seconds
+
+    def error(self, op: str, code: int) -> None:
+        """Count one request of `op` answered with error `code`."""
+        self._errors.labels(op, str(code)).inc()
+
+    def add_gauges(self, read: Callable[[], dict[str, tuple[str, float]]]) -> None:
+        """Export the values `read()` returns on each scrape: name -> (help, value)."""
+        self.registry.register(_Gauges(read))
+
+    def serve(self, listen: str) -> int:
+        """Serve /metrics on host:port (port 0 picks one); returns the port."""
+        host, _, port = listen.rpartition(":")
+        server, _ = start_http_server(int(port), host, registry=self.registry)
+        return int(server.server_port)
+
+
+class _Requests(Collector):
+    def __init__(self, ops: dict[str, list[float]]) -> None:
+        self._ops = ops
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "pfs_namenode_requests", "Requests served, by operation", labels=["op"]
+        )
+        latency = HistogramMetricFamily(
+            "pfs_namenode_request_seconds",
+            "Request latency inside the namenode",
+            labels=["op"],
+        )
+        for op, stats in list(self._ops.items()):
+            counts = stats[:-1]
+            total = sum(counts)
+            requests.add_metric([op], total)
+            cumulative = 0.0
+            buckets = []
+            for bound, n in zip([*LATENCY_BUCKETS, float("inf")], counts, strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            latency.add_metric([op], buckets, stats[-1])
+        yield requests
+        yield latency
+
+
+class _Gauges(Collector):
+    def __init__(self, read: Callable[[], dict[str, tuple[str, float]]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        for name, (text, value) in self._read().items():
+            if name.endswith("_total"):
+                yield CounterMetricFamily(name.removesuffix("_total"), text, value=value)
+            else:
+                yield GaugeMetricFamily(name, text, value=value)

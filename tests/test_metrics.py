@@ -1,0 +1,53 @@
+"""The namenode's Prometheus metrics reflect what it served."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from plasmafs.client import Client, ExistsError
+from plasmafs.client.local.postgres import free_port
+from tests.cluster import NamenodeProcess
+
+
+def _scrape(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+async def test_metrics_count_requests_commits_and_cache(dsn: str, tmp_path: Path) -> None:
+    port = free_port()
+    namenode = NamenodeProcess(
+        dsn, tmp_path, env={"PFS_NAMENODE_METRICS_LISTEN": f"127.0.0.1:{port}"}
+    ).start()
+    fs = Client(namenode.address)
+    try:
+        await fs.mkdir("/d")
+        await asyncio.gather(*(fs.create(f"/d/f{i}") for i in range(10)))
+        with pytest.raises(ExistsError):
+            await fs.create("/d/f0")
+        for _ in range(5):
+            await fs.stat("/d/f1")
+        m = _scrape(port)
+        assert m['pfs_namenode_requests_total{op="create"}'] == 11
+        assert m['pfs_namenode_requests_total{op="lookup"}'] == 5
+        assert m['pfs_namenode_request_seconds_count{op="lookup"}'] == 5
+        assert m['pfs_namenode_request_errors_total{code="2",op="create"}'] == 1
+        assert m["pfs_namenode_commits_total"] == 11  # mkdir + 10 creates (the failed one
+        # committed nothing)
+        assert m["pfs_namenode_commit_groups_total"] <= 11
+        assert m["pfs_namenode_commit_group_size_count"] == m["pfs_namenode_commit_groups_total"]
+        assert m["pfs_namenode_cache_entry_hits_total"] >= 5
+        assert m["pfs_namenode_sessions"] == 1
+        assert m["pfs_namenode_files"] == 10
+    finally:
+        await fs.close()
+        namenode.stop()
