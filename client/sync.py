@@ -12,7 +12,7 @@ import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from plasmafs.client.client import Client
 from plasmafs.client.config import namenode_address
@@ -77,34 +77,27 @@ class _Facade:
         return lambda *a, **k: self._runner.call(attr, *a, **k)
 
 
-class SyncTransaction(_Facade):
+class _ScopedFacade(_Facade):
+    """A facade over an async context manager: `with` runs its `__aexit__` on the loop."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._runner.call(self._target.__aexit__, exc_type, exc, tb)
+
+
+class SyncTransaction(_ScopedFacade):
     """A Transaction used synchronously: `with client.transaction() as t:`."""
 
-    def __enter__(self) -> SyncTransaction:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._runner.call(self._target.__aexit__, exc_type, exc, tb)
-
-
-class SyncFile(_Facade):
+class SyncFile(_ScopedFacade):
     """A FileReader or FileWriter used synchronously: `with fs.open(path, "wb") as f:`."""
-
-    def __enter__(self) -> SyncFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._runner.call(self._target.__aexit__, exc_type, exc, tb)
 
 
 class SyncClient(_Facade):
