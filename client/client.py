@@ -19,7 +19,6 @@ from plasmafs.client.connection import Connection
 from plasmafs.client.datapath import DataChannels
 from plasmafs.client.errors import (
     ConflictError,
-    ConnectionLostError,
     InvalidArgumentError,
     NotFoundError,
 )
@@ -306,6 +305,3 @@ async def connect(address: str | None = None, *, connect_timeout: float = 10.0) 
     client = Client(config.namenode_address(address), connect_timeout=connect_timeout)
     await client.connection()
     return client
-
-
-__all__ = ["Client", "ConnectionLostError", "connect"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 
 from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind
@@ -41,7 +41,7 @@ class FileWriter:
 
     def __init__(
         self,
-        txn_factory: object,
+        txn_factory: Callable[[], Awaitable[Transaction]],
         channels: DataChannels,
         path: str,
         *,
@@ -89,7 +89,7 @@ class FileWriter:
         return self
 
     async def _new_txn(self) -> Transaction:
-        self._txn = await self._begin()  # type: ignore[operator]
+        self._txn = await self._begin()
         return self._txn
 
     async def write(self, data: bytes | bytearray | memoryview) -> int:

@@ -23,7 +23,7 @@ import struct
 from collections.abc import AsyncIterator
 
 from plasmafs.client.attributes import Replica
-from plasmafs.client.errors import PlasmaError, UnavailableError, error_from_wire
+from plasmafs.client.errors import UnavailableError, error_from_wire
 from plasmafs.client.proto import datanode_pb2 as dpb
 
 SLOT_BYTES = 8 * 1024 * 1024  # the segment size, at least one block (see slot_size)
@@ -179,6 +179,3 @@ class LocalReads:
             for conn in conns:
                 conn.close()
         self._idle.clear()
-
-
-__all__ = ["LocalConnection", "LocalReads", "PlasmaError"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from plasmafs.client.errors import ConfigError, PlasmaError, error_from_rpc
+from plasmafs.client.errors import ConfigError, error_from_rpc
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.datanode.local import LocalReadServer
@@ -122,6 +122,3 @@ async def serve(settings: DatanodeSettings) -> None:
         local.stop()
     await server.stop(5)
     volume.close()
-
-
-__all__ = ["PlasmaError", "serve"]

@@ -38,7 +38,6 @@ class CommitStats:
 
     commits: int = 0
     groups: int = 0
-    largest_group: int = 0
     failed: int = 0
 
 
@@ -137,7 +136,6 @@ class Committer:
         stats = self.stats
         stats.commits += len(group)
         stats.groups += 1
-        stats.largest_group = max(stats.largest_group, len(group))
         if self.group_observer is not None:
             self.group_observer(len(group))
         for pending in group:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from plasmafs.client import tickets
 from plasmafs.client.attributes import FileKind
-from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError, NotFoundError
+from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import MISSING, NamespaceCache
@@ -254,6 +254,3 @@ class FileData:
             elif not committed:
                 self.allocator.release(datanode, start, count)
         cs.reserved.clear()
-
-
-__all__ = ["ExtentGrant", "FileData", "NotFoundError", "ReplicaGrant"]

@@ -616,6 +616,3 @@ class Namespace:
         )
         t.cs.put_inode(replace(current, attr=new))
         return new
-
-
-__all__ = ["Namespace", "PlasmaError"]
