@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import uvloop
 from pydantic import ValidationError
@@ -25,18 +25,26 @@ EXIT_FAILED = 1
 EXIT_CONFIG = 2
 
 
-def sources_with_toml(
-    settings_cls: type[BaseSettings],
-    init_settings: PydanticBaseSettingsSource,
-    env_settings: PydanticBaseSettingsSource,
-    config_variable: str,
-) -> tuple[PydanticBaseSettingsSource, ...]:
-    """Explicit values, then the environment, then the TOML file `config_variable` names."""
-    sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-    config = os.environ.get(config_variable)
-    if config:
-        sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
-    return tuple(sources)
+class DaemonSettings(BaseSettings):
+    """Settings read from explicit values, then the environment, then the TOML file the
+    variable `config_variable` names (PFS_<ROLE>_CONFIG)."""
+
+    config_variable: ClassVar[str] = ""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config = os.environ.get(cls.config_variable) if cls.config_variable else None
+        if config:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
+        return tuple(sources)
 
 
 def describe(exc: Exception) -> str:

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from plasmafs.client.daemon import sources_with_toml
+from plasmafs.client.daemon import DaemonSettings
 from plasmafs.client.sizes import parse_size
 
 
-class DatanodeSettings(BaseSettings):
+class DatanodeSettings(DaemonSettings):
     """Everything the datanode daemon can be told."""
 
+    config_variable: ClassVar[str] = "PFS_DATANODE_CONFIG"
     model_config = SettingsConfigDict(env_prefix="PFS_DATANODE_", extra="forbid")
 
     volume: Path = Field(description="directory holding the volume files")
@@ -52,14 +54,3 @@ class DatanodeSettings(BaseSettings):
         if value not in ("fdatasync", "none"):
             raise ValueError("sync must be 'fdatasync' or 'none'")
         return value
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return sources_with_toml(settings_cls, init_settings, env_settings, "PFS_DATANODE_CONFIG")

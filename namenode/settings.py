@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from plasmafs.client.daemon import sources_with_toml
+from plasmafs.client.daemon import DaemonSettings
 
 
-class NamenodeSettings(BaseSettings):
+class NamenodeSettings(DaemonSettings):
     """Everything the namenode daemon can be told."""
 
+    config_variable: ClassVar[str] = "PFS_NAMENODE_CONFIG"
     model_config = SettingsConfigDict(env_prefix="PFS_NAMENODE_", extra="forbid")
 
     dsn: str | None = Field(
@@ -52,17 +53,6 @@ class NamenodeSettings(BaseSettings):
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError(f"listen must be host:port, got {value!r}")
         return value
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return sources_with_toml(settings_cls, init_settings, env_settings, "PFS_NAMENODE_CONFIG")
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> NamenodeSettings:
