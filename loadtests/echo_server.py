@@ -5,13 +5,13 @@ Run as `python -m loadtests.echo_server READY_FILE`; it writes its address there
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from pathlib import Path
 
 import grpc
 import uvloop
+
+from loadtests.harness import serve_floor
 
 SERVICE = "plasmafs.bench.Echo"
 METHOD = f"/{SERVICE}/Echo"
@@ -23,7 +23,6 @@ def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
 
 async def serve(ready: Path) -> None:
     """Serve until SIGTERM."""
-    server = grpc.aio.server()
     handler = grpc.method_handlers_generic_handler(
         SERVICE,
         {
@@ -32,14 +31,7 @@ async def serve(ready: Path) -> None:
             )
         },
     )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    ready.write_text(f"127.0.0.1:{port}\n")
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-    await server.stop(0)
+    await serve_floor(handler, ready)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+import grpc
 
 from plasmafs.client.local.cluster import (
     start_datanode_process,
@@ -166,16 +168,32 @@ async def timed(
     return Rate(sum(counts), elapsed, cpu, pg)
 
 
-def start_echo_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """The unary echo floor, in its own process."""
-    ready = workdir / "echo.ready"
-    proc = subprocess.Popen([sys.executable, "-m", "loadtests.echo_server", str(ready)])
+def start_floor_server(module: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A floor's server (`python -m MODULE READY_FILE`) in its own process, and its address."""
+    ready = workdir / f"{module.rpartition('.')[2]}.ready"
+    proc = subprocess.Popen([sys.executable, "-m", module, str(ready)])
     deadline = time.monotonic() + 30
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("echo server did not start")
+            raise RuntimeError(f"{module} did not start")
         time.sleep(0.02)
     return proc, ready.read_text().strip()
+
+
+async def serve_floor(
+    handler: grpc.GenericRpcHandler, ready: Path, options: list[tuple[str, int]] | None = None
+) -> None:
+    """Serve a floor's generic handler on 127.0.0.1, write its address to `ready`, and run
+    until SIGTERM."""
+    server = grpc.aio.server(options=options)
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    ready.write_text(f"127.0.0.1:{port}\n")
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(0)
 
 
 def update_benchmarks_md(path: Path, section: str, body: str) -> None:

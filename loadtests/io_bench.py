@@ -29,7 +29,12 @@ from typing import Any
 
 import uvloop
 
-from loadtests.harness import bench_cluster, peak_rss_mib, update_benchmarks_md
+from loadtests.harness import (
+    bench_cluster,
+    peak_rss_mib,
+    start_floor_server,
+    update_benchmarks_md,
+)
 from plasmafs.client import Client, FileReader
 from plasmafs.client.sizes import parse_size
 
@@ -123,18 +128,15 @@ async def random_reads(address: str, path: str, readers: int, reads: int) -> dic
 
 def stream_floor(workdir: Path, mib: int) -> float:
     """MB/s of the bare gRPC stream, server and client in their own processes."""
-    ready = workdir / "stream.ready"
-    server = subprocess.Popen([sys.executable, "-m", "loadtests.stream_server", str(ready)])
+    server, address = start_floor_server("loadtests.stream_server", workdir)
     try:
-        while not ready.exists():
-            time.sleep(0.02)
         out = subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "loadtests.stream_server",
                 "pull",
-                ready.read_text().strip(),
+                address,
                 str(mib),
             ],
             capture_output=True,

@@ -30,7 +30,7 @@ import grpc
 import uvloop
 
 from loadtests.echo_server import METHOD
-from loadtests.harness import Rate, bench_cluster, start_echo_server, timed, update_benchmarks_md
+from loadtests.harness import Rate, bench_cluster, start_floor_server, timed, update_benchmarks_md
 from plasmafs.client import Client, SyncClient
 
 CONCURRENCY = (1, 8, 64)
@@ -135,7 +135,7 @@ def run(seconds: float) -> dict[str, Any]:
     figures: dict[str, Any] = {"seconds_per_point": seconds, "cpus": _cpus()}
     with bench_cluster() as cluster:
         address, pid, pg = cluster.namenode_address, cluster.namenode_pid, cluster.pg.datadir
-        echo_proc, echo_address = start_echo_server(cluster.workdir)
+        echo_proc, echo_address = start_floor_server("loadtests.echo_server", cluster.workdir)
         try:
             figures["sync_lookup_1"] = round(sync_lookups(address, seconds).per_second)
             for conc in CONCURRENCY:

@@ -5,8 +5,6 @@ client side (run it in its own process so that both ends cost what they cost).""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +12,8 @@ from pathlib import Path
 
 import grpc
 import uvloop
+
+from loadtests.harness import serve_floor
 
 SERVICE = "plasmafs.bench.Stream"
 METHOD = f"/{SERVICE}/Pull"
@@ -29,18 +29,10 @@ async def _pull(request: bytes, context: grpc.aio.ServicerContext) -> AsyncItera
 
 async def serve(ready: Path) -> None:
     """Serve until SIGTERM."""
-    server = grpc.aio.server(options=OPTIONS)
     handler = grpc.method_handlers_generic_handler(
         SERVICE, {"Pull": grpc.unary_stream_rpc_method_handler(_pull)}
     )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    ready.write_text(f"127.0.0.1:{port}\n")
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-    await server.stop(0)
+    await serve_floor(handler, ready, OPTIONS)
 
 
 async def pull(address: str, mib: int) -> float:
