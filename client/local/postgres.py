@@ -13,12 +13,11 @@ import os
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plasmafs.client.errors import ConfigError, StorageError
+from plasmafs.client.errors import StorageError
 
 SYSTEM_USER = "embedded_postgres"
 
@@ -140,15 +139,3 @@ def postgres_running(datadir: Path) -> bool:
     except (OSError, ValueError, IndexError):
         return False
     return Path(f"/proc/{pid}").exists()
-
-
-def wait_for_port(host: str, port: int, timeout: float) -> None:
-    """Wait until something accepts TCP connections on host:port."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            if s.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise ConfigError(f"nothing listens on {host}:{port} after {timeout:g}s")
