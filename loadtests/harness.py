@@ -25,7 +25,12 @@ from plasmafs.client.local.cluster import (
     start_namenode_process,
     stop_process,
 )
-from plasmafs.client.local.postgres import LocalPostgres, start_postgres, stop_postgres
+from plasmafs.client.local.postgres import (
+    LocalPostgres,
+    free_port,
+    start_postgres,
+    stop_postgres,
+)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -39,6 +44,7 @@ class BenchCluster:
     namenode_pid: int
     namenode_address: str
     datanode_pids: list[int]
+    metrics_address: str = ""
 
     def dsn(self, database: str = "plasmafs") -> str:
         """DSN of a database on the run's PostgreSQL."""
@@ -51,26 +57,30 @@ def bench_cluster(
     capacity: int = 0,
     blocksize: int = 1024 * 1024,
     workdir: Path | None = None,
+    namenode_env: dict[str, str] | None = None,
+    metrics: bool = False,
 ) -> Iterator[BenchCluster]:
-    """Start PostgreSQL (embedded), a namenode and `datanodes` datanodes."""
+    """Start PostgreSQL (embedded), a namenode and `datanodes` datanodes; `metrics` also
+    serves the namenode's Prometheus metrics, `namenode_env` adds PFS_NAMENODE_* settings."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="pfs-bench-"))
     pg = start_postgres(workdir / "postgres")
     pid = 0
     dn_pids: list[int] = []
+    env = {"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize), **(namenode_env or {})}
+    metrics_address = f"127.0.0.1:{free_port()}" if metrics else ""
+    if metrics_address:
+        env["PFS_NAMENODE_METRICS_LISTEN"] = metrics_address
     try:
         asyncio.run(_create_database(pg.dsn(), "plasmafs"))
         pid, address = start_namenode_process(
-            workdir,
-            pg.dsn("plasmafs"),
-            "127.0.0.1:0",
-            extra_env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize)},
+            workdir, pg.dsn("plasmafs"), "127.0.0.1:0", extra_env=env
         )
         for k in range(datanodes):
             dn_pid, _ = start_datanode_process(
                 workdir / f"datanode-{k + 1}", address, capacity, blocksize
             )
             dn_pids.append(dn_pid)
-        yield BenchCluster(workdir, pg, pid, address, dn_pids)
+        yield BenchCluster(workdir, pg, pid, address, dn_pids, metrics_address)
     finally:
         for dn in dn_pids:
             stop_process(dn, "plasmafs.datanode")

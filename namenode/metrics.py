@@ -15,7 +15,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -36,6 +42,8 @@ class NamenodeMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # process_cpu_seconds_total and memory: load tests divide CPU by requests served.
+        ProcessCollector(registry=self.registry)
         # op -> [count per latency bucket (+Inf last)..., sum of seconds]
         self._ops: dict[str, list[float]] = {}
         self.registry.register(_Requests(self._ops))

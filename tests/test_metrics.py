@@ -48,6 +48,8 @@ async def test_metrics_count_requests_commits_and_cache(dsn: str, tmp_path: Path
         assert m["pfs_namenode_cache_entry_hits_total"] >= 5
         assert m["pfs_namenode_sessions"] == 1
         assert m["pfs_namenode_files"] == 10
+        assert m["process_cpu_seconds_total"] > 0  # the namenode's own CPU, for load tests
+        assert m["process_resident_memory_bytes"] > 0
     finally:
         await fs.close()
         namenode.stop()
