@@ -24,19 +24,22 @@ from contextlib import contextmanager
 from typing import Any
 
 import gevent.lock
+from gevent import monkey
 from locust import User, constant, events
 from locust.exception import RescheduleTask
 
+from loadtests import locust_window
 from loadtests.gevent_bridge import GeventBridge, require_unpatched
 from plasmafs.client import Client, ConflictError, ExistsError
 from plasmafs.client.config import namenode_address
 
 require_unpatched()
+# Locust's master sleeps with time.sleep while it waits for its workers; unpatched, that
+# would block the gevent hub and so the very messages it waits for. time.sleep is all we
+# patch: threads, sockets and select stay real for grpc.aio.
+monkey.patch_time()
 
 REQUEST_TYPE = "pfs"
-# Written by the master (or a local runner) when every user is running and when the test
-# stops, so that locust_run samples CPU and namenode metrics over exactly that window.
-WINDOW_FILE_ENV = "PFS_LOCUST_WINDOW_FILE"
 
 
 @events.init_command_line_parser.add_listener
@@ -54,23 +57,42 @@ def _add_options(parser: Any) -> None:
     group.add_argument(
         "--pfs-replication", type=int, default=1, help="replication of files the data user puts"
     )
+    group.add_argument(
+        "--pfs-warmup",
+        type=float,
+        default=0.0,
+        help="seconds after spawning (users make their files) before the stats are reset",
+    )
 
 
+_environment: Any = None
+
+
+@events.init.add_listener
+def _remember(environment: Any, **_: Any) -> None:
+    global _environment
+    _environment = environment
+
+
+# locust_run samples CPU and the namenode's metrics over exactly the measured window,
+# which opens when the warm-up after spawning ends (every runner resets its own stats).
 @events.spawning_complete.add_listener
-def _window_opens(user_count: int) -> None:
-    _mark_window("start", user_count)
+def _window_opens(**_: Any) -> None:
+    warmup = _environment.parsed_options.pfs_warmup
+    if warmup > 0:
+        gevent.spawn_later(warmup, _reset_and_mark)
+    else:
+        locust_window.mark("start")
+
+
+def _reset_and_mark() -> None:
+    _environment.runner.stats.reset_all()
+    locust_window.mark("start")
 
 
 @events.test_stopping.add_listener
 def _window_closes(**_: Any) -> None:
-    _mark_window("stop", 0)
-
-
-def _mark_window(what: str, users: int) -> None:
-    path = os.environ.get(WINDOW_FILE_ENV)
-    if path:
-        with open(path, "a") as f:
-            f.write(f"{what} {time.time():.6f} {users}\n")
+    locust_window.mark("stop")
 
 
 class _Process:

@@ -31,6 +31,7 @@ import uvloop
 
 from loadtests.echo_server import METHOD
 from loadtests.harness import Rate, bench_cluster, start_floor_server, timed, update_benchmarks_md
+from loadtests.locust_report import DEFAULT_RESULTS, NN_BENCH_JSON
 from plasmafs.client import Client, SyncClient
 
 CONCURRENCY = (1, 8, 64)
@@ -227,10 +228,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each point")
     parser.add_argument("--update", type=Path, help="rewrite this BENCHMARKS.md section")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_RESULTS, help=f"where {NN_BENCH_JSON} is written"
+    )
     args = parser.parse_args()
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
     figures = run(args.seconds)
+    figures["date"] = time.strftime("%Y-%m-%d")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / NN_BENCH_JSON).write_text(json.dumps(figures, indent=2) + "\n")  # for locust_report
     command = f"python -m loadtests.nn_bench --seconds {args.seconds:g}"
     text = markdown(figures, command)
     print(text)
