@@ -25,7 +25,6 @@ from plasmafs.client.errors import (
     NotFoundError,
     PlasmaError,
 )
-from plasmafs.client.local import cluster
 from plasmafs.client.sizes import parse_size as _parse_size
 
 EXIT_FAILED = 1
@@ -325,6 +324,9 @@ def _lookup_id(text: str, by_name: Callable[[str], int], what: str) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
+    # Imported here: the local cluster's machinery would slow every other command's start.
+    from plasmafs.client.local import cluster
+
     home = config.pfs_home()
     if args.action == "up":
         if args.datanodes is not None and args.datanodes < 0:

@@ -15,6 +15,7 @@ be "0". Any failure of the local path falls back to gRPC.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import mmap
 import os
@@ -27,6 +28,7 @@ from plasmafs.client.errors import UnavailableError, error_from_wire
 from plasmafs.client.proto import datanode_pb2 as dpb
 
 SLOT_BYTES = 8 * 1024 * 1024  # the segment size, at least one block (see slot_size)
+READ_DEPTH = 2  # local read requests in flight per read_range, one connection each
 _LEN = struct.Struct(">I")
 
 
@@ -58,10 +60,15 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 class LocalConnection:
-    """One blocking connection to a datanode's local-read socket (use from a thread)."""
+    """One connection to a datanode's local-read socket.
+
+    The first request waits in a thread (its reply carries the segment's descriptor,
+    which asyncio cannot receive); later ones run on the event loop, with no thread hop.
+    """
 
     def __init__(self, path: str, timeout: float = 30.0) -> None:
         self.path = path
+        self._timeout = timeout
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -70,9 +77,37 @@ class LocalConnection:
             self._sock.close()
             raise
         self._segment: mmap.mmap | None = None
+        self._on_loop = False  # non-blocking, for the event loop's sock_* calls
+        self._head = bytearray(4)
 
-    def read(self, request: dpb.ReadRequest) -> memoryview:
+    async def read(self, request: dpb.ReadRequest) -> memoryview:
         """The requested bytes, valid until the next read on this connection."""
+        if self._segment is None:
+            return await asyncio.to_thread(self.read_blocking, request)
+        if not self._on_loop:
+            self._sock.setblocking(False)  # the loop's sock_* calls need it
+            self._on_loop = True
+        loop = asyncio.get_running_loop()
+        payload = request.SerializeToString()
+        async with asyncio.timeout(self._timeout):
+            await loop.sock_sendall(self._sock, _LEN.pack(len(payload)) + payload)
+            await self._recv_into(loop, memoryview(self._head))
+            body = bytearray(_LEN.unpack(self._head)[0])
+            await self._recv_into(loop, memoryview(body))
+        return self._view(dpb.LocalReadReply.FromString(bytes(body)))
+
+    async def _recv_into(self, loop: asyncio.AbstractEventLoop, buffer: memoryview) -> None:
+        while buffer:
+            n = await loop.sock_recv_into(self._sock, buffer)
+            if not n:
+                raise ConnectionError("the peer closed the connection")
+            buffer = buffer[n:]
+
+    def read_blocking(self, request: dpb.ReadRequest) -> memoryview:
+        """`read` without an event loop (from a thread)."""
+        if self._on_loop:
+            self._sock.settimeout(self._timeout)
+            self._on_loop = False
         payload = request.SerializeToString()
         self._sock.sendall(_LEN.pack(len(payload)) + payload)
         if self._segment is None:
@@ -88,6 +123,9 @@ class LocalConnection:
         else:
             head = recv_exact(self._sock, 4)
         reply = dpb.LocalReadReply.FromString(recv_exact(self._sock, _LEN.unpack(head)[0]))
+        return self._view(reply)
+
+    def _view(self, reply: dpb.LocalReadReply) -> memoryview:
         if reply.code:
             raise error_from_wire(reply.code, reply.message)
         if self._segment is None:
@@ -95,7 +133,9 @@ class LocalConnection:
         return memoryview(self._segment)[reply.data_offset : reply.data_offset + reply.length]
 
     def close(self) -> None:
-        """Close the socket and unmap the segment."""
+        """Close the socket (waking a thread blocked on it) and unmap the segment."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         if self._segment is not None:
             # A caller may still hold a view; then the mapping goes when it does.
@@ -111,6 +151,9 @@ class LocalReads:
         self._host = host_identity()
         self._idle: dict[str, list[LocalConnection]] = {}
         self.reads = 0
+        # Blocks per request; 0: as many as a segment holds. Smaller only to test the
+        # pipelining on small files.
+        self.request_blocks = 0
 
     def usable(self, replica: Replica) -> bool:
         """True if `replica` can be read through shared memory from here."""
@@ -130,39 +173,57 @@ class LocalReads:
         offset: int,
         length: int,
     ) -> AsyncIterator[memoryview]:
-        """Like datapath.read_range; each piece is valid until the next is requested."""
+        """Like datapath.read_range; each piece is valid until the next is requested.
+
+        Up to READ_DEPTH requests are in flight, each on its own connection (and segment):
+        the datanode serves each connection in its own thread, so while the caller uses
+        one piece the next ones are being copied, on another core.
+        """
         ticket = dpb.Ticket.FromString(replica.ticket)
-        conn = await self._take(replica.local_socket)
-        per_request = max(1, slot_size(blocksize) // blocksize)
+        per_request = self.request_blocks or max(1, slot_size(blocksize) // blocksize)
+        requests = _requests(
+            ticket, replica.block_start, blocksize, per_request, first_block, block_count,
+            offset, length,
+        )  # fmt: skip
+        if not requests:
+            return
+        conns = [await self._take(replica.local_socket)]
+        inflight: collections.deque[tuple[LocalConnection, asyncio.Future[memoryview]]] = (
+            collections.deque()
+        )
+        launched = 0
         healthy = False
+
+        def launch(conn: LocalConnection) -> None:
+            nonlocal launched
+            future = asyncio.ensure_future(conn.read(requests[launched]))
+            inflight.append((conn, future))
+            launched += 1
+
         try:
-            block = first_block
-            end_block = first_block + block_count
-            skip, left = offset, length
-            while left > 0 and block < end_block:
-                n = min(per_request, end_block - block)
-                want = min(left, n * blocksize - skip)
-                request = dpb.ReadRequest(
-                    ticket=ticket,
-                    block_start=replica.block_start + block,
-                    block_count=n,
-                    offset=skip,
-                    length=want,
-                )
-                view = await asyncio.to_thread(conn.read, request)
+            launch(conns[0])
+            while len(conns) < READ_DEPTH and launched < len(requests):
+                conns.append(await self._take(replica.local_socket))
+                launch(conns[-1])
+            while inflight:
+                conn, future = inflight.popleft()
+                view = await future
                 self.reads += 1
                 yield view
-                left -= want
-                skip = 0
-                block += n
+                if launched < len(requests):
+                    launch(conn)  # the caller is done with `view`: this segment is free
             healthy = True
         except (OSError, ConnectionError) as exc:
             raise UnavailableError(f"local read from {replica.local_socket} failed: {exc}") from exc
         finally:
-            if healthy:
-                self._idle.setdefault(replica.local_socket, []).append(conn)
-            else:
-                conn.close()
+            for _, future in inflight:  # left behind by an error or a caller that stopped
+                future.cancel()
+                future.add_done_callback(_retrieve)
+            for conn in conns:
+                if healthy:
+                    self._idle.setdefault(replica.local_socket, []).append(conn)
+                else:
+                    conn.close()  # also wakes a thread still waiting for a first reply
 
     async def _take(self, path: str) -> LocalConnection:
         idle = self._idle.get(path)
@@ -179,3 +240,43 @@ class LocalReads:
             for conn in conns:
                 conn.close()
         self._idle.clear()
+
+
+def _requests(
+    ticket: dpb.Ticket,
+    volume_start: int,
+    blocksize: int,
+    per_request: int,
+    first_block: int,
+    block_count: int,
+    offset: int,
+    length: int,
+) -> list[dpb.ReadRequest]:
+    """The requests, one segment each, reading `length` bytes from `offset` into file
+    blocks [first_block, first_block + block_count) of a replica that starts at block
+    `volume_start` of its volume, at most `per_request` blocks per request."""
+    requests = []
+    block, end_block = first_block, first_block + block_count
+    skip, left = offset, length
+    while left > 0 and block < end_block:
+        n = min(per_request, end_block - block)
+        want = min(left, n * blocksize - skip)
+        requests.append(
+            dpb.ReadRequest(
+                ticket=ticket,
+                block_start=volume_start + block,
+                block_count=n,
+                offset=skip,
+                length=want,
+            )
+        )
+        left -= want
+        skip = 0
+        block += n
+    return requests
+
+
+def _retrieve(future: asyncio.Future[memoryview]) -> None:
+    """Consume the outcome of a read nobody waits for any more."""
+    if not future.cancelled():
+        future.exception()

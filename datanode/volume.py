@@ -24,6 +24,7 @@ META = "volume.json"
 DATA = "volume.data"
 CRC = "volume.crc"
 _CRC = struct.Struct("<I")
+READ_PIECE = 256 * 1024  # bytes read and checksummed at a time by read_into (fits in L2)
 
 
 @dataclass(frozen=True)
@@ -126,12 +127,18 @@ class Volume:
     def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
         """Whole blocks into `buffer`, each verified against its checksum."""
         bs = self.info.blocksize
-        got = os.preadv(self._data, [buffer], block_start * bs)
-        if got != block_count * bs:
-            raise CorruptionError(f"short read of blocks {block_start}+{block_count}")
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
+        # A piece is checked right after it is read, while it is still in the CPU cache:
+        # one pass over memory instead of two.
+        piece = min(bs, READ_PIECE)
         for i in range(block_count):
-            if crc32c.crc32c(buffer[i * bs : (i + 1) * bs]) != _CRC.unpack_from(crcs, i * 4)[0]:
+            crc = 0
+            for at in range(i * bs, (i + 1) * bs, piece):
+                got = os.preadv(self._data, [buffer[at : at + piece]], block_start * bs + at)
+                if got != piece:
+                    raise CorruptionError(f"short read of block {block_start + i}")
+                crc = crc32c.crc32c(buffer[at : at + piece], crc)
+            if crc != _CRC.unpack_from(crcs, i * 4)[0]:
                 raise CorruptionError(
                     f"block {block_start + i} of volume {self.info.identity} fails its checksum"
                 )

@@ -55,6 +55,30 @@ async def test_identical_bytes_through_both_paths(data_cluster: DataCluster) -> 
         await remote.close()
 
 
+async def test_pipelined_local_reads_in_order_and_after_an_abandoned_stream(
+    data_cluster: DataCluster,
+) -> None:
+    fs = Client(data_cluster.namenode.address, local_reads=True)
+    try:
+        data = os.urandom(40 * BS + 123)
+        await fs.write_file("/p", data, replication=1)
+        fs.data.local.request_blocks = 3  # many requests per extent: two are in flight
+        reader = await fs.open("/p")
+        assert isinstance(reader, FileReader)
+        got = bytearray()
+        async for piece in reader.stream(5, 30 * BS):
+            got += piece
+        assert bytes(got) == data[5 : 5 + 30 * BS]
+        stream = reader.stream()
+        first = bytes(await anext(stream))
+        assert first == data[: len(first)]
+        await stream.aclose()  # a reader that stops early leaves usable connections
+        assert await fs.read_file("/p") == data
+        assert fs.data.local.reads > 15
+    finally:
+        await fs.close()
+
+
 async def test_local_access_stays_inside_the_ticket(dfs: Client, data_cluster: DataCluster) -> None:
     await dfs.write_file("/f", os.urandom(4 * BS), replication=1)
     replica = (await dfs.blocks("/f")).extents[0].replicas[0]
@@ -62,23 +86,23 @@ async def test_local_access_stays_inside_the_ticket(dfs: Client, data_cluster: D
     conn = LocalConnection(replica.local_socket)
     try:
         ok = dpb.ReadRequest(ticket=ticket, block_start=ticket.block_start, block_count=1)
-        assert len(conn.read(ok)) == BS
+        assert len(conn.read_blocking(ok)) == BS
         beyond = dpb.ReadRequest(
             ticket=ticket, block_start=ticket.block_start + ticket.block_count, block_count=1
         )
         with pytest.raises(PermissionDeniedError, match="outside the ticket"):
-            conn.read(beyond)
+            conn.read_blocking(beyond)
         forged = dpb.Ticket()
         forged.CopyFrom(ticket)
         forged.block_start = 0
         forged.block_count = 256
         with pytest.raises(PermissionDeniedError, match="forged"):
-            conn.read(dpb.ReadRequest(ticket=forged, block_start=0, block_count=1))
+            conn.read_blocking(dpb.ReadRequest(ticket=forged, block_start=0, block_count=1))
         expired = ticket_rules.sign(
             b"k" * 32, ticket.datanode_id, 0, 1, write=False, ttl_seconds=-1
         )
         with pytest.raises(PermissionDeniedError):
-            conn.read(dpb.ReadRequest(ticket=expired, block_start=0, block_count=1))
+            conn.read_blocking(dpb.ReadRequest(ticket=expired, block_start=0, block_count=1))
     finally:
         conn.close()
 
