@@ -77,8 +77,9 @@ def parse_write_chunk(raw: bytes) -> dpb.WriteChunk | memoryview:
     return dpb.WriteChunk.FromString(raw)
 
 
-def serialize_read_chunk(message: bytes | memoryview | dpb.ReadChunk) -> bytes:
-    """ReadChunk messages as the datanode sends them: raw data, framed here."""
+def serialize_read_chunk(message: bytes | dpb.ReadChunk) -> bytes:
+    """ReadChunk messages as the datanode sends them: already framed (by
+    frame_read_chunk, off the event loop), or a message."""
     if isinstance(message, dpb.ReadChunk):
         return message.SerializeToString()
-    return frame_read_chunk(message)
+    return message

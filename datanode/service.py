@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import grpc
 
@@ -51,7 +51,7 @@ class DatanodeServicer:
     async def ReadBlocks(
         self, request: dpb.ReadRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
-        """Stream bytes of a block range (framed as ReadChunk by `add_to_server`)."""
+        """Stream bytes of a block range, as serialized ReadChunk messages."""
         try:
             self._check(request.ticket, request.block_start, request.block_count, write=False)
             bs = self.volume.info.blocksize
@@ -67,15 +67,17 @@ class DatanodeServicer:
                 READ_CHUNK_BLOCKS,
             )
             loop = asyncio.get_running_loop()
-            ahead = loop.run_in_executor(None, next, pieces, None)
+            # A thread reads, checks and frames the next piece while this one is sent: the
+            # event loop only hands finished messages to gRPC.
+            ahead = loop.run_in_executor(None, _next_framed, pieces)
             while True:
-                data = await ahead
-                if data is None:
+                piece = await ahead
+                if piece is None:
                     break
-                # Read the next piece from the volume while this one is being sent.
-                ahead = loop.run_in_executor(None, next, pieces, None)
-                self.bytes_read += len(data)
-                yield data
+                ahead = loop.run_in_executor(None, _next_framed, pieces)
+                framed, size = piece
+                self.bytes_read += size
+                yield framed
         except PlasmaError as exc:
             await abort_with(context, exc)
         except OSError as exc:
@@ -174,3 +176,10 @@ def add_to_server(servicer: DatanodeServicer, server: grpc.aio.Server) -> None:
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+def _next_framed(pieces: Iterator[bytes]) -> tuple[bytes, int] | None:
+    """The next piece of a volume read as a serialized ReadChunk and its data size, or
+    None at the end."""
+    data = next(pieces, None)
+    return None if data is None else (dataframes.frame_read_chunk(data), len(data))
