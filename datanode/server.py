@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 
+from plasmafs.client.datapath import RECEIVE_WINDOW
 from plasmafs.client.errors import ConfigError, error_from_rpc
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 80 * 1024 * 1024),
     ("grpc.max_send_message_length", 80 * 1024 * 1024),
+    *RECEIVE_WINDOW,  # what a put may buffer here while the disk lags
 ]
 
 

@@ -181,6 +181,7 @@ async def timed(
 def start_floor_server(module: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     """A floor's server (`python -m MODULE READY_FILE`) in its own process, and its address."""
     ready = workdir / f"{module.rpartition('.')[2]}.ready"
+    ready.unlink(missing_ok=True)  # left by an earlier server in the same directory
     proc = subprocess.Popen([sys.executable, "-m", module, str(ready)])
     deadline = time.monotonic() + 30
     while not ready.exists():

@@ -7,9 +7,11 @@ makes a local file of random bytes and measures, with the `pfs` CLI as a user ru
 put rep 1, put rep 2, get and cat over gRPC (--no-local-reads), cat over shared memory
 (the datanodes are on this host), 4 parallel cats; in-process: 1 MiB random reads with
 1 and 4 readers (and the namenode requests they caused after opening).
-Floors, same run: `cp` of the file on the local disk, `cat` of it from the page cache,
+Floors, same run: `cp` of the file on the local disk (with and without a sync after it:
+put is durable when acknowledged, get writes like cp), `cat` of it from the page cache,
 and a bare gRPC stream of 1 MiB messages between two processes. Peak memory of the
-CLI processes and of the datanodes is reported. The last line is one JSON object.
+CLI processes and of the datanodes is reported. Streaming reads and their floors are the
+best of ROUNDS interleaved runs (the machine is shared). The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -72,13 +74,23 @@ def timed_cli(
     return seconds, usage.ru_maxrss / 1024
 
 
-def plain_cat(path: Path) -> float:
-    """Seconds for `cat FILE > /dev/null` with the file in the page cache (second run)."""
-    for _ in range(2):
-        start = time.perf_counter()
-        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
-        seconds = time.perf_counter() - start
+def _cp(src: Path, workdir: Path, *, sync: bool) -> float:
+    """Seconds to copy `src` on the local disk (and sync, if asked), from a clean start."""
+    os.sync()
+    start = time.perf_counter()
+    shutil.copyfile(src, workdir / "copy.bin")
+    if sync:
+        os.sync()
+    seconds = time.perf_counter() - start
+    (workdir / "copy.bin").unlink()
     return seconds
+
+
+def plain_cat(path: Path) -> float:
+    """Seconds for `cat FILE > /dev/null` (the file in the page cache)."""
+    start = time.perf_counter()
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
 
 
 def parallel_cats(env: dict[str, str], path: str, n: int) -> float:
@@ -126,6 +138,9 @@ async def random_reads(address: str, path: str, readers: int, reads: int) -> dic
         await fs.close()
 
 
+ROUNDS = 3
+
+
 def stream_floor(workdir: Path, mib: int) -> float:
     """MB/s of the bare gRPC stream, server and client in their own processes."""
     server, address = start_floor_server("loadtests.stream_server", workdir)
@@ -155,12 +170,10 @@ def run(size: int, workdir: Path) -> dict[str, Any]:
     src = workdir / "source.bin"
     make_file(src, size)
     figures: dict[str, Any] = {"size_bytes": size}
-    start = time.perf_counter()
-    shutil.copyfile(src, workdir / "copy.bin")
-    os.sync()
-    figures["cp_mb_s"] = round(mb / (time.perf_counter() - start), 1)
-    (workdir / "copy.bin").unlink()
-    figures["grpc_stream_mb_s"] = round(stream_floor(workdir, max(size // MIB, 256)), 1)
+    # `pfs get` writes like cp, without a sync at the end; a put is durable when
+    # acknowledged, like cp followed by sync. The disk is shared and noisy: best of two.
+    figures["cp_nosync_mb_s"] = round(mb / min(_cp(src, workdir, sync=False) for _ in "ab"), 1)
+    figures["cp_mb_s"] = round(mb / min(_cp(src, workdir, sync=True) for _ in "ab"), 1)
     capacity = max(4 * size, 1024 * MIB)
     with bench_cluster(2, capacity, MIB, workdir / "cluster") as cluster:
         env = dict(os.environ, PFS_CLIENT_NAMENODE=cluster.namenode_address)
@@ -173,11 +186,24 @@ def run(size: int, workdir: Path) -> dict[str, Any]:
         if not _same(src, workdir / "got.bin"):
             raise RuntimeError("get returned different bytes")
         (workdir / "got.bin").unlink()
-        s, rss = timed_cli(env, "--no-local-reads", "cat", "/rep1")
-        figures["cat_mb_s"], figures["cat_client_peak_mib"] = round(mb / s, 1), round(rss)
-        s, rss = timed_cli(env, "cat", "/rep1")  # shared memory: the datanodes are here
-        figures["cat_local_mb_s"], figures["cat_local_peak_mib"] = round(mb / s, 1), round(rss)
-        figures["plain_cat_mb_s"] = round(mb / plain_cat(src), 1)
+        # The streaming reads and their floors, interleaved, best of ROUNDS each: on a
+        # shared machine a single run of any of them can be off by half.
+        best: dict[str, float] = {}
+
+        def keep(name: str, rate: float) -> None:
+            best[name] = max(best.get(name, 0.0), rate)
+
+        for _ in range(ROUNDS):
+            keep("grpc_stream", stream_floor(workdir, max(size // MIB, 256)))
+            s, rss = timed_cli(env, "--no-local-reads", "cat", "/rep1")
+            keep("cat", mb / s)
+            figures["cat_client_peak_mib"] = max(figures.get("cat_client_peak_mib", 0), round(rss))
+            s, rss = timed_cli(env, "cat", "/rep1")  # shared memory: the datanodes are here
+            keep("cat_local", mb / s)
+            figures["cat_local_peak_mib"] = max(figures.get("cat_local_peak_mib", 0), round(rss))
+            keep("plain_cat", mb / plain_cat(src))
+        for name, rate in best.items():
+            figures[f"{name}_mb_s"] = round(rate, 1)
         s = parallel_cats(env, "/rep2", 4)
         figures["cat4_total_mb_s"] = round(4 * mb / s, 1)
         reads = max(16, min(256, size // MIB // 4))
@@ -193,6 +219,8 @@ def run(size: int, workdir: Path) -> dict[str, Any]:
         "get_over_stream": round(figures["get_mb_s"] / floor, 2),
         "cat_over_stream": round(figures["cat_mb_s"] / floor, 2),
         "put_rep1_over_stream": round(figures["put_rep1_mb_s"] / floor, 2),
+        "put_rep1_over_cp_sync": round(figures["put_rep1_mb_s"] / figures["cp_mb_s"], 2),
+        "get_over_cp": round(figures["get_mb_s"] / figures["cp_nosync_mb_s"], 2),
         "put_rep2_over_rep1": round(figures["put_rep2_mb_s"] / figures["put_rep1_mb_s"], 2),
         "cat_local_over_grpc": round(figures["cat_local_mb_s"] / figures["cat_mb_s"], 2),
         "cat_local_over_plain_cat": round(figures["cat_local_mb_s"] / figures["plain_cat_mb_s"], 2),
@@ -220,16 +248,20 @@ def markdown(f: dict[str, Any], command: str) -> str:
             "",
             f"Command: `{command}` — a {size:,.0f} MiB file, 2 datanodes with their volumes",
             "on this machine's disk (fdatasync on), everything on the same 2 cores; the `pfs`",
-            "CLI as a user runs it.",
+            "CLI as a user runs it. The gRPC stream, the cats and plain `cat` are the best of",
+            f"{ROUNDS} interleaved runs, the `cp` floors the best of 2; the rest run once.",
             "",
             "| what | MB/s | vs. floor |",
             "|---|---:|---:|",
             "| floor: bare gRPC stream of 1 MiB messages (2 processes) | "
             f"{f['grpc_stream_mb_s']} | 1.00 |",
-            f"| floor: `cp` on the local disk (+ sync) | {f['cp_mb_s']} | |",
-            f"| `pfs put -rep 1` | {f['put_rep1_mb_s']} | {r['put_rep1_over_stream']} |",
+            f"| floor: `cp` on the local disk, then sync | {f['cp_mb_s']} | |",
+            f"| floor: `cp` on the local disk, no sync | {f['cp_nosync_mb_s']} | |",
+            f"| `pfs put -rep 1` | {f['put_rep1_mb_s']} | {r['put_rep1_over_stream']}; "
+            f"{r['put_rep1_over_cp_sync']} of `cp`+sync |",
             f"| `pfs put -rep 2` | {f['put_rep2_mb_s']} | {r['put_rep2_over_rep1']} of rep 1 |",
-            f"| `pfs --no-local-reads get` (gRPC) | {f['get_mb_s']} | {r['get_over_stream']} |",
+            f"| `pfs --no-local-reads get` (gRPC) | {f['get_mb_s']} | {r['get_over_stream']}; "
+            f"{r['get_over_cp']} of `cp` |",
             f"| `pfs --no-local-reads cat > /dev/null` (gRPC) | {f['cat_mb_s']} | "
             f"{r['cat_over_stream']} |",
             f"| `pfs cat > /dev/null` (shared memory) | {f['cat_local_mb_s']} | "
