@@ -82,4 +82,6 @@ def serialize_read_chunk(message: bytes | dpb.ReadChunk) -> bytes:
     frame_read_chunk, off the event loop), or a message."""
     if isinstance(message, dpb.ReadChunk):
         return message.SerializeToString()
+    if not isinstance(message, bytes):  # unframed data would corrupt the stream
+        raise TypeError(f"ReadBlocks yields framed bytes, not {type(message).__name__}")
     return message

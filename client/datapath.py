@@ -4,7 +4,7 @@ writes fed from a bounded queue so that no more than a few chunks are in memory.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import grpc
 
@@ -106,7 +106,7 @@ async def read_range(
     block_count: int,
     offset: int,
     length: int,
-) -> AsyncIterator[memoryview]:
+) -> AsyncGenerator[memoryview, None]:
     """Bytes [offset, offset+length) of `block_count` blocks starting `first_block` blocks
     into the replica's extent."""
     request = dpb.ReadRequest(

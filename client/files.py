@@ -16,8 +16,9 @@ never a mix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 
 from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind
@@ -296,7 +297,7 @@ class FileReader:
 
     async def stream(
         self, offset: int = 0, length: int | None = None
-    ) -> AsyncIterator[bytes | memoryview]:
+    ) -> AsyncGenerator[bytes | memoryview, None]:
         """The file's bytes from `offset`, as the datanodes send them."""
         assert self.blocks is not None
         bs = self.blocks.blocksize
@@ -315,15 +316,17 @@ class FileReader:
                 if position >= end:
                     break
             stop = min(ext_hi, end)
-            async for piece in self._extent_bytes(extent, position - ext_lo, stop - position):
-                yield piece
-                position += len(piece)
+            pieces = self._extent_bytes(extent, position - ext_lo, stop - position)
+            async with contextlib.aclosing(pieces):
+                async for piece in pieces:
+                    yield piece
+                    position += len(piece)
         if position < end:
             yield bytes(end - position)
 
     async def _extent_bytes(
         self, extent: Extent, offset: int, length: int
-    ) -> AsyncIterator[bytes | memoryview]:
+    ) -> AsyncGenerator[bytes | memoryview, None]:
         assert self.blocks is not None
         bs = self.blocks.blocksize
         replicas = list(extent.replicas)
@@ -346,9 +349,12 @@ class FileReader:
                     else read_range(self._channels, replica, first, count, skip, length - done)
                 )
                 try:
-                    async for piece in pieces:
-                        done += len(piece)
-                        yield piece
+                    # aclosing: a caller that stops early ends the range's reads now, not
+                    # whenever the generator is collected.
+                    async with contextlib.aclosing(pieces):
+                        async for piece in pieces:
+                            done += len(piece)
+                            yield piece
                     return
                 except UnavailableError as exc:
                     errors.append(exc)  # the other path of this replica, then the next one

@@ -21,7 +21,7 @@ import mmap
 import os
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from plasmafs.client.attributes import Replica
 from plasmafs.client.errors import UnavailableError, error_from_wire
@@ -29,6 +29,7 @@ from plasmafs.client.proto import datanode_pb2 as dpb
 
 SLOT_BYTES = 8 * 1024 * 1024  # the segment size, at least one block (see slot_size)
 READ_DEPTH = 2  # local read requests in flight per read_range, one connection each
+MAX_IDLE = 8  # idle connections kept per datanode socket (each holds a segment there)
 _LEN = struct.Struct(">I")
 
 
@@ -132,10 +133,14 @@ class LocalConnection:
             raise UnavailableError("the datanode sent no shared-memory segment")
         return memoryview(self._segment)[reply.data_offset : reply.data_offset + reply.length]
 
-    def close(self) -> None:
-        """Close the socket (waking a thread blocked on it) and unmap the segment."""
+    def shutdown(self) -> None:
+        """End both directions: a read waiting on this connection fails at once."""
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Close the socket (waking a thread blocked on it) and unmap the segment."""
+        self.shutdown()
         self._sock.close()
         if self._segment is not None:
             # A caller may still hold a view; then the mapping goes when it does.
@@ -172,7 +177,7 @@ class LocalReads:
         block_count: int,
         offset: int,
         length: int,
-    ) -> AsyncIterator[memoryview]:
+    ) -> AsyncGenerator[memoryview, None]:
         """Like datapath.read_range; each piece is valid until the next is requested.
 
         Up to READ_DEPTH requests are in flight, each on its own connection (and segment):
@@ -216,14 +221,23 @@ class LocalReads:
         except (OSError, ConnectionError) as exc:
             raise UnavailableError(f"local read from {replica.local_socket} failed: {exc}") from exc
         finally:
-            for _, future in inflight:  # left behind by an error or a caller that stopped
-                future.cancel()
-                future.add_done_callback(_retrieve)
-            for conn in conns:
-                if healthy:
-                    self._idle.setdefault(replica.local_socket, []).append(conn)
-                else:
-                    conn.close()  # also wakes a thread still waiting for a first reply
+            if healthy:
+                idle = self._idle.setdefault(replica.local_socket, [])
+                for conn in conns:
+                    if len(idle) < MAX_IDLE:
+                        idle.append(conn)
+                    else:
+                        conn.close()
+            else:
+                # Reads left in flight by an error or a caller that stopped: end them (a
+                # shut-down socket fails them, even in a thread) before the sockets close.
+                for conn in conns:
+                    conn.shutdown()
+                for _, future in inflight:
+                    future.cancel()
+                await asyncio.gather(*(f for _, f in inflight), return_exceptions=True)
+                for conn in conns:
+                    conn.close()
 
     async def _take(self, path: str) -> LocalConnection:
         idle = self._idle.get(path)
@@ -274,9 +288,3 @@ def _requests(
         skip = 0
         block += n
     return requests
-
-
-def _retrieve(future: asyncio.Future[memoryview]) -> None:
-    """Consume the outcome of a read nobody waits for any more."""
-    if not future.cancelled():
-        future.exception()

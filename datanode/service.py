@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import grpc
 
@@ -70,14 +71,18 @@ class DatanodeServicer:
             # A thread reads, checks and frames the next piece while this one is sent: the
             # event loop only hands finished messages to gRPC.
             ahead = loop.run_in_executor(None, _next_framed, pieces)
-            while True:
-                piece = await ahead
-                if piece is None:
-                    break
-                ahead = loop.run_in_executor(None, _next_framed, pieces)
-                framed, size = piece
-                self.bytes_read += size
-                yield framed
+            try:
+                while True:
+                    piece = await ahead
+                    if piece is None:
+                        break
+                    ahead = loop.run_in_executor(None, _next_framed, pieces)
+                    framed, size = piece
+                    self.bytes_read += size
+                    yield framed
+            finally:
+                # A stream cancelled mid-way leaves one read running: let it finish quietly.
+                ahead.add_done_callback(_ignore_outcome)
         except PlasmaError as exc:
             await abort_with(context, exc)
         except OSError as exc:
@@ -183,3 +188,8 @@ def _next_framed(pieces: Iterator[bytes]) -> tuple[bytes, int] | None:
     None at the end."""
     data = next(pieces, None)
     return None if data is None else (dataframes.frame_read_chunk(data), len(data))
+
+
+def _ignore_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

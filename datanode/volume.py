@@ -127,6 +127,8 @@ class Volume:
     def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
         """Whole blocks into `buffer`, each verified against its checksum."""
         bs = self.info.blocksize
+        if len(buffer) != block_count * bs:
+            raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
         # A piece is checked right after it is read, while it is still in the CPU cache:
         # one pass over memory instead of two.

@@ -113,7 +113,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def postgres_cpu_seconds(datadir: Path) -> float:
-    """CPU time used so far by a PostgreSQL server: the postmaster and its children."""
+    """CPU time used so far by a PostgreSQL server: the postmaster, its live children, and
+    the children it has already reaped (backends of closed connections)."""
     postmaster = int((datadir / "postmaster.pid").read_text().splitlines()[0])
     total = 0.0
     for proc in Path("/proc").iterdir():
@@ -123,7 +124,9 @@ def postgres_cpu_seconds(datadir: Path) -> float:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # exited meanwhile
-        if int(proc.name) == postmaster or int(fields[1]) == postmaster:
+        if int(proc.name) == postmaster:
+            total += sum(int(v) for v in fields[11:15]) / CLOCK_TICKS  # own + reaped children
+        elif int(fields[1]) == postmaster:
             total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     return total
 

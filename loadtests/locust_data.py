@@ -53,13 +53,14 @@ class DataUser(PlasmaUser):
         if not self.written[label]:
             return
         path = random.choice(self.written[label])
-        data = self.call(f"get {label}", self._read_checked, path, self.payload[label])
-        del data
+        self.call(f"get {label}", self._read_checked, path, self.payload[label])
 
     async def _read_checked(self, path: str, expected: bytes) -> int:
         data = await self.fs.read_file(path)
         if data != expected:
-            raise DataMismatchError(f"{path}: {len(data)} bytes differ from what was put")
+            raise DataMismatchError(
+                f"{path}: read {len(data)} bytes that differ from the {len(expected)} put"
+            )
         return len(data)
 
     @task(4)

@@ -24,6 +24,7 @@ NN_BENCH_JSON = "nn_bench.json"
 STATS = re.compile(r"^(?P<file>[a-z]+)-u(?P<users>\d+)_stats\.csv$")
 # The row compared with PlasmaFS's ps_lookup and ps_create.
 LOOKUP_ROW, COMMIT_ROW = "getattr", "txn:create+commit"
+TXN_PREFIX = "txn:"
 
 
 @dataclass
@@ -46,8 +47,21 @@ class Point:
     file: str
     users: int
     rows: dict[str, Row]
-    total: Row
     pfs: dict[str, Any] = field(default_factory=dict)
+
+    def _operations(self) -> list[Row]:
+        # A `txn:` row times operations that have rows of their own: not counted twice.
+        return [r for name, r in self.rows.items() if not name.startswith(TXN_PREFIX)]
+
+    @property
+    def per_second(self) -> float:
+        """Operations per second, all rows together."""
+        return sum(r.per_second for r in self._operations())
+
+    @property
+    def failures(self) -> int:
+        """Failed operations."""
+        return sum(r.failures for r in self._operations())
 
 
 @dataclass
@@ -62,17 +76,16 @@ class Report:
     @property
     def failures(self) -> int:
         """Failed requests over every point."""
-        return sum(p.total.failures for p in self.points)
+        return sum(p.failures for p in self.points)
 
     def of(self, file: str) -> list[Point]:
         """The points of one locust file, by user count."""
         return sorted((p for p in self.points if p.file == file), key=lambda p: p.users)
 
 
-def read_stats(path: Path) -> tuple[dict[str, Row], Row]:
-    """The rows of a locust `_stats.csv`, and its Aggregated row."""
+def read_stats(path: Path) -> dict[str, Row]:
+    """The rows of a locust `_stats.csv` (without its Aggregated row)."""
     rows: dict[str, Row] = {}
-    total = Row("Aggregated", 0, 0, 0.0, 0.0, 0.0, 0.0)
     with path.open(newline="") as f:
         for r in csv.DictReader(f):
             row = Row(
@@ -84,11 +97,9 @@ def read_stats(path: Path) -> tuple[dict[str, Row], Row]:
                 _number(r["50%"]),
                 _number(r["99%"]),
             )
-            if r["Name"] == "Aggregated":
-                total = row
-            elif row.requests:  # setup rows emptied by the reset after the warm-up
-                rows[row.name] = row
-    return rows, total
+            if r["Name"] != "Aggregated" and (row.requests or row.failures):
+                rows[row.name] = row  # (setup rows are emptied by the reset after warm-up)
+    return rows
 
 
 def _number(text: str) -> float:
@@ -102,10 +113,10 @@ def build(out: Path) -> Report:
         m = STATS.match(path.name)
         if not m:
             continue
-        rows, total = read_stats(path)
+        rows = read_stats(path)
         side = path.with_name(path.name.replace("_stats.csv", "_pfs.json"))
         pfs = json.loads(side.read_text()) if side.exists() else {}
-        points.append(Point(m["file"], int(m["users"]), rows, total, pfs))
+        points.append(Point(m["file"], int(m["users"]), rows, pfs))
     nn = out / NN_BENCH_JSON
     report = Report(out, points, {}, json.loads(nn.read_text()) if nn.exists() else None)
     for file in sorted({p.file for p in points}):
@@ -150,12 +161,12 @@ def plot(file: str, points: list[Point], path: Path) -> Path:
 def markdown(report: Report) -> str:
     """The BENCHMARKS.md section."""
     first = report.points[0].pfs if report.points else {}
-    command = first.get("command", "python -m loadtests.locust_run")
+    commands = sorted({p.pfs["command"] for p in report.points if p.pfs.get("command")})
     processes = first.get("processes", 1)
     lines = [
         "## Load tests with locust (`loadtests/locust_run.py`)",
         "",
-        f"Command: `{command}`",
+        "Command: " + ", ".join(f"`{c}`" for c in commands or ["python -m loadtests.locust_run"]),
         "",
         f"{os.cpu_count()} cores shared by PostgreSQL, the namenode and {processes} locust",
         f"process{'es (plus a master)' if processes > 1 else ''}, each with "
@@ -243,7 +254,7 @@ def _file_section(report: Report, file: str) -> list[str]:
         )
         cores = p.pfs.get("cores") or {}
         lines.append(
-            f"| {p.users} | {p.total.per_second:,.0f} | {_fmt(nn_rate, ',.0f')} "
+            f"| {p.users} | {p.per_second:,.0f} | {_fmt(nn_rate, ',.0f')} "
             f"{_top_ops(view, seconds)} | {_fmt(per_request, '.0f')} | "
             f"{_fmt(view.get('mean_group_size'), 'g')} | "
             + " / ".join(_fmt(cores.get(k), "g") for k in ("locust", "namenode", "postgres"))

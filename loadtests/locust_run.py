@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import json
 import math
 import os
@@ -45,6 +46,7 @@ from plasmafs.client.local.postgres import free_port
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST_FILES = ("lookup", "commit", "namespace", "data")
 DEFAULT_USERS = (1, 4, 16, 64)
+SPAWN_SECONDS = 1  # locust's run time includes spawning (at `users` per second: ~1 s)
 POINT_GRACE = 90.0  # seconds a point may take beyond its run time (start-up, shutdown)
 
 
@@ -88,8 +90,8 @@ def scrape(metrics: str) -> dict[str, float]:
 def take_sample(target: Target, locust_pids: list[int]) -> Sample:
     """CPU of locust, the namenode and PostgreSQL, and the namenode's metrics, now."""
     cpu: dict[str, float] = {}
-    with contextlib.suppress(OSError):  # a worker may have exited already
-        cpu["locust"] = sum(cpu_seconds(pid) for pid in locust_pids)
+    if locust_pids:
+        cpu["locust"] = sum(_cpu_or_zero(pid) for pid in locust_pids)
     metrics = scrape(target.metrics)
     if target.namenode_pid:
         cpu["namenode"] = cpu_seconds(target.namenode_pid)
@@ -98,6 +100,15 @@ def take_sample(target: Target, locust_pids: list[int]) -> Sample:
     if target.postgres_datadir:
         cpu["postgres"] = postgres_cpu_seconds(target.postgres_datadir)
     return Sample(time.time(), cpu, metrics)
+
+
+def _cpu_or_zero(pid: int) -> float:
+    # Only at the end of the window can a locust process be gone: the master waits for
+    # every worker to report before it stops.
+    try:
+        return cpu_seconds(pid)
+    except OSError:
+        return 0.0
 
 
 def namenode_view(before: Sample, after: Sample) -> dict[str, Any]:
@@ -170,10 +181,11 @@ def run_point(
         "--pfs-replication", str(args.replication),
         "--pfs-warmup", f"{args.warmup:g}",
     ]  # fmt: skip
+    run_time = math.ceil(args.seconds + args.warmup) + SPAWN_SECONDS
     master = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
         "--users", str(users), "--spawn-rate", str(users),
-        "--run-time", f"{math.ceil(args.seconds + args.warmup)}s", "--stop-timeout", "10",
+        "--run-time", f"{run_time}s", "--stop-timeout", "10",
         "--csv", str(prefix), "--only-summary", "--loglevel", "WARNING",
         "--exit-code-on-error", "0", *pfs_options,
     ]  # fmt: skip
@@ -205,10 +217,17 @@ def run_point(
                 p.kill()
                 p.wait()
         log.close()
-    if codes[0] != 0 or start is None or not Path(f"{prefix}_stats.csv").exists():
+    if codes[0] != 0 or start is None or stop is None or not Path(f"{prefix}_stats.csv").exists():
         tail = Path(f"{prefix}_locust.log").read_text(errors="replace")[-2000:]
         raise PointError(f"locust {name} at {users} users exited with {codes}:\n{tail}")
-    stop = stop or take_sample(target, [])
+    user_errors = _user_errors(Path(f"{prefix}_exceptions.csv"))
+    if user_errors:  # a user whose on_start failed is dead: the point ran short of users
+        raise PointError(f"locust {name} at {users} users: user errors:\n{user_errors}")
+    if not _requests_made(Path(f"{prefix}_stats.csv")):
+        raise PointError(
+            f"locust {name} at {users} users: no request was made in the measured window "
+            f"(are the users still starting? the log: {prefix}_locust.log)"
+        )
     seconds = max(stop.at - start.at, 1e-9)
     record: dict[str, Any] = {
         "file": name,
@@ -239,6 +258,9 @@ def _watch(
     while procs[0].poll() is None:
         if time.monotonic() > deadline:
             raise PointError(f"locust did not finish within {timeout:g} s")
+        quit_early = [p.pid for p in procs[1:] if p.poll() is not None]
+        if quit_early and stop is None:
+            raise PointError(f"locust worker(s) {quit_early} exited before the test ended")
         seen = marks(window)
         if start is None and "start" in seen:
             start = take_sample(target, pids)
@@ -252,6 +274,21 @@ def _watch(
             p.kill()
             p.wait()
     return start, stop
+
+
+def _requests_made(path: Path) -> int:
+    """Requests (answered or failed) in a locust `_stats.csv`."""
+    with path.open(newline="") as f:
+        return sum(int(r["Request Count"]) for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+
+
+def _user_errors(path: Path) -> str:
+    """The exceptions locust users died of (its `_exceptions.csv`), one line each."""
+    if not path.exists():
+        return ""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return "\n".join(f"{r.get('Count', '?')} x {r.get('Message', '?')}" for r in rows)
 
 
 @contextlib.contextmanager
@@ -324,16 +361,21 @@ def main(argv: list[str] | None = None) -> int:
         ["python -m loadtests.locust_run", *(argv if argv is not None else sys.argv[1:])]
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    for stale in args.out.glob("*-u*_*"):
-        stale.unlink()
+    for name in args.files:  # other locust files keep their last results
+        for stale in args.out.glob(f"{name}-u*_*"):
+            stale.unlink()
     run_id = time.strftime("%Y%m%d-%H%M%S")
     records = []
-    with target_cluster(args) as target:
-        for name in args.files:
-            for users in args.users:
-                record = run_point(name, users, args, target, run_id)
-                records.append(record)
-                print(f"{name} at {users} users: cores {record['cores']}", flush=True)
+    try:
+        with target_cluster(args) as target:
+            for name in args.files:
+                for users in args.users:
+                    record = run_point(name, users, args, target, run_id)
+                    records.append(record)
+                    print(f"{name} at {users} users: cores {record['cores']}", flush=True)
+    except PointError as exc:
+        print(f"locust_run: {exc}", file=sys.stderr)
+        return 1
     report = locust_report.build(args.out)
     text = locust_report.markdown(report)
     print(text)

@@ -15,6 +15,7 @@ or let `python -m loadtests.locust_run` start the cluster, the processes and the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import socket
@@ -66,6 +67,7 @@ def _add_options(parser: Any) -> None:
 
 
 _environment: Any = None
+_window_opened = False
 
 
 @events.init.add_listener
@@ -78,6 +80,10 @@ def _remember(environment: Any, **_: Any) -> None:
 # which opens when the warm-up after spawning ends (every runner resets its own stats).
 @events.spawning_complete.add_listener
 def _window_opens(**_: Any) -> None:
+    global _window_opened
+    if _window_opened:  # fired again when locust rebalances users
+        return
+    _window_opened = True
     warmup = _environment.parsed_options.pfs_warmup
     if warmup > 0:
         gevent.spawn_later(warmup, _reset_and_mark)
@@ -110,12 +116,32 @@ class _Process:
                 if options.pfs_connections < 1:
                     raise ValueError("--pfs-connections must be at least 1")
                 bridge = GeventBridge()
-                address = namenode_address(options.pfs_namenode or None)
-                clients = [Client(address) for _ in range(options.pfs_connections)]
-                for client in clients:
-                    bridge.call(client.connection)
+                clients: list[Client] = []
+                try:
+                    address = namenode_address(options.pfs_namenode or None)
+                    for _ in range(options.pfs_connections):
+                        clients.append(Client(address))
+                        bridge.call(clients[-1].connection)
+                except BaseException:
+                    _close(bridge, clients)
+                    raise
                 cls.bridge, cls.clients = bridge, clients
         return cls.bridge, cls.clients[next(cls.turns) % len(cls.clients)]
+
+
+@events.quitting.add_listener
+def _disconnect(**_: Any) -> None:
+    if _Process.bridge is not None:
+        _close(_Process.bridge, _Process.clients)
+        _Process.bridge, _Process.clients = None, []
+
+
+def _close(bridge: GeventBridge, clients: list[Client]) -> None:
+    """Close the connections (the namenode aborts what they left open) and the loop."""
+    for client in clients:
+        with contextlib.suppress(Exception):
+            bridge.call(client.close)
+    bridge.stop()
 
 
 _user_numbers = itertools.count()

@@ -8,18 +8,17 @@ Kept apart from the locust files so that locust_run can use it without importing
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 WINDOW_FILE_ENV = "PFS_LOCUST_WINDOW_FILE"
 
 
 def mark(what: str) -> None:
-    """Append `what` and the time to the window file, if this process was given one."""
+    """Append `what` to the window file, if this process was given one."""
     path = os.environ.get(WINDOW_FILE_ENV)
     if path:
         with open(path, "a") as f:
-            f.write(f"{what} {time.time():.6f}\n")
+            f.write(f"{what}\n")
 
 
 def marks(path: Path) -> set[str]:

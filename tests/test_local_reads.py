@@ -72,9 +72,10 @@ async def test_pipelined_local_reads_in_order_and_after_an_abandoned_stream(
         stream = reader.stream()
         first = bytes(await anext(stream))
         assert first == data[: len(first)]
-        await stream.aclose()  # a reader that stops early leaves usable connections
+        before = fs.data.local.reads
+        await stream.aclose()  # stopping early ends the reads in flight at once
         assert await fs.read_file("/p") == data
-        assert fs.data.local.reads > 15
+        assert fs.data.local.reads - before >= 14  # the whole file again, locally
     finally:
         await fs.close()
 

@@ -9,12 +9,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import gevent
 import pytest
 
-from loadtests.gevent_bridge import GeventBridge
+from loadtests.gevent_bridge import BridgeStoppedError, GeventBridge
 from loadtests.locust_run import _quantile_ms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +57,19 @@ def test_every_locust_file_runs_with_workers_and_is_reported(tmp_path: Path) -> 
     text = benchmarks.read_text()
     assert "<!-- locust:begin -->" in text and "| Lookups, many clients | 3,949/s" in text
     assert json.loads(done.stdout.strip().splitlines()[-1])["failures"] == 0
+
+
+def test_a_point_whose_users_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtests.locust_run", "--namenode", "127.0.0.1:1",
+         "--files", "lookup", "--users", "1", "--seconds", "1", "--warmup", "1",
+         "--processes", "1", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    # the user either died of it, or was still trying to connect when the window closed
+    assert "cannot reach the namenode" in done.stderr or "no request was made" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_locust_files_refuse_gevent_monkey_patching(tmp_path: Path) -> None:
@@ -102,6 +116,30 @@ def test_bridge_runs_calls_concurrently_and_hands_back_errors() -> None:
             bridge.call(lambda: 1 / 0)
     finally:
         bridge.stop()
+
+
+def test_bridge_cancels_calls_of_killed_greenlets_and_fails_waiters_on_stop() -> None:
+    bridge = GeventBridge()
+    cancelled = threading.Event()  # set on the loop thread
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    killed = gevent.spawn(bridge.call, slow)
+    gevent.sleep(0.1)
+    killed.kill()  # as locust stops a user
+    assert cancelled.wait(5)
+    waiter = gevent.spawn(bridge.call, asyncio.sleep, 30)
+    gevent.sleep(0.1)
+    bridge.stop()
+    waiter.join(timeout=5)
+    assert isinstance(waiter.exception, BridgeStoppedError)
+    with pytest.raises(BridgeStoppedError):
+        bridge.call(lambda: 1)
 
 
 def test_histogram_quantiles_follow_prometheus() -> None:
