@@ -90,7 +90,11 @@ async def heartbeats(
 async def serve(settings: DatanodeSettings) -> None:
     """Serve until SIGTERM or SIGINT."""
     volume = Volume.open(
-        settings.volume, settings.blocksize, settings.capacity, sync=settings.sync != "none"
+        settings.volume,
+        settings.blocksize,
+        settings.capacity,
+        sync=settings.sync != "none",
+        direct=settings.sync == "direct",
     )
     registration = Registration()
     server = grpc.aio.server(options=GRPC_OPTIONS)

@@ -27,7 +27,10 @@ class DatanodeSettings(DaemonSettings):
     advertise: str | None = Field(default=None, description="host:port clients use")
     namenode: str = Field(default="127.0.0.1:7530", description="namenode host:port")
     host_identity: str = Field(default_factory=socket.gethostname)
-    sync: str = Field(default="fdatasync", description="fdatasync (default) or none")
+    sync: str = Field(
+        default="fdatasync",
+        description="fdatasync (default), direct (O_DIRECT writes, then fdatasync) or none",
+    )
     local_socket: Path | None = Field(
         default=None, description="Unix socket for local reads (default: in the volume)"
     )
@@ -51,6 +54,6 @@ class DatanodeSettings(DaemonSettings):
     @field_validator("sync")
     @classmethod
     def _sync_policy(cls, value: str) -> str:
-        if value not in ("fdatasync", "none"):
-            raise ValueError("sync must be 'fdatasync' or 'none'")
+        if value not in ("fdatasync", "direct", "none"):
+            raise ValueError("sync must be 'fdatasync', 'direct' or 'none'")
         return value

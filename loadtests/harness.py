@@ -59,9 +59,11 @@ def bench_cluster(
     workdir: Path | None = None,
     namenode_env: dict[str, str] | None = None,
     metrics: bool = False,
+    datanode_env: dict[str, str] | None = None,
 ) -> Iterator[BenchCluster]:
     """Start PostgreSQL (embedded), a namenode and `datanodes` datanodes; `metrics` also
-    serves the namenode's Prometheus metrics, `namenode_env` adds PFS_NAMENODE_* settings."""
+    serves the namenode's Prometheus metrics, `namenode_env` and `datanode_env` add
+    PFS_NAMENODE_* and PFS_DATANODE_* settings."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="pfs-bench-"))
     pg = start_postgres(workdir / "postgres")
     pid = 0
@@ -77,7 +79,7 @@ def bench_cluster(
         )
         for k in range(datanodes):
             dn_pid, _ = start_datanode_process(
-                workdir / f"datanode-{k + 1}", address, capacity, blocksize
+                workdir / f"datanode-{k + 1}", address, capacity, blocksize, extra_env=datanode_env
             )
             dn_pids.append(dn_pid)
         yield BenchCluster(workdir, pg, pid, address, dn_pids, metrics_address)

@@ -164,18 +164,19 @@ def stream_floor(workdir: Path, mib: int) -> float:
         server.wait()
 
 
-def run(size: int, workdir: Path) -> dict[str, Any]:
+def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
     """All measurements."""
     mb = size / 1e6
     src = workdir / "source.bin"
     make_file(src, size)
-    figures: dict[str, Any] = {"size_bytes": size}
+    figures: dict[str, Any] = {"size_bytes": size, "datanode_sync": sync}
     # `pfs get` writes like cp, without a sync at the end; a put is durable when
     # acknowledged, like cp followed by sync. The disk is shared and noisy: best of two.
     figures["cp_nosync_mb_s"] = round(mb / min(_cp(src, workdir, sync=False) for _ in "ab"), 1)
     figures["cp_mb_s"] = round(mb / min(_cp(src, workdir, sync=True) for _ in "ab"), 1)
     capacity = max(4 * size, 1024 * MIB)
-    with bench_cluster(2, capacity, MIB, workdir / "cluster") as cluster:
+    datanode_env = {"PFS_DATANODE_SYNC": sync}
+    with bench_cluster(2, capacity, MIB, workdir / "cluster", datanode_env=datanode_env) as cluster:
         env = dict(os.environ, PFS_CLIENT_NAMENODE=cluster.namenode_address)
         s, rss = timed_cli(env, "put", "-rep", "1", str(src), "/rep1")
         figures["put_rep1_mb_s"], figures["put_client_peak_mib"] = round(mb / s, 1), round(rss)
@@ -242,14 +243,16 @@ def markdown(f: dict[str, Any], command: str) -> str:
     """The BENCHMARKS.md section."""
     r = f["ratios"]
     size = f["size_bytes"] / MIB
+    sync = f["datanode_sync"]
+    title = "" if sync == "fdatasync" else f", datanodes with sync = {sync}"
     return "\n".join(
         [
-            "## Data path: put, get, cat, random reads (`loadtests/io_bench.py`)",
+            f"## Data path: put, get, cat, random reads (`loadtests/io_bench.py`{title})",
             "",
             f"Command: `{command}` — a {size:,.0f} MiB file, 2 datanodes with their volumes",
-            "on this machine's disk (fdatasync on), everything on the same 2 cores; the `pfs`",
-            "CLI as a user runs it. The gRPC stream, the cats and plain `cat` are the best of",
-            f"{ROUNDS} interleaved runs, the `cp` floors the best of 2; the rest run once.",
+            f"on this machine's disk (sync = {sync}), everything on the same 2 cores; the",
+            "`pfs` CLI as a user runs it. The gRPC stream, the cats and plain `cat` are the",
+            f"best of {ROUNDS} interleaved runs, the `cp` floors the best of 2; the rest run once.",
             "",
             "| what | MB/s | vs. floor |",
             "|---|---:|---:|",
@@ -290,19 +293,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="2G", help="file size (default 2G)")
     parser.add_argument("--update", type=Path, help="rewrite this BENCHMARKS.md section")
+    parser.add_argument(
+        "--sync",
+        choices=("fdatasync", "direct", "none"),
+        default="fdatasync",
+        help="the datanodes' write policy (default fdatasync, the datanode's default)",
+    )
     args = parser.parse_args()
     size = parse_size(args.size)
     if size < MIB:
         parser.error("--size must be at least 1M")
     workdir = Path(tempfile.mkdtemp(prefix="pfs-io-bench-"))
     try:
-        figures = run(size, workdir)
+        figures = run(size, workdir, args.sync)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    text = markdown(figures, f"python -m loadtests.io_bench --size {args.size}")
+    default = args.sync == "fdatasync"
+    command = f"python -m loadtests.io_bench --size {args.size}" + (
+        "" if default else f" --sync {args.sync}"
+    )
+    text = markdown(figures, command)
     print(text)
     if args.update:
-        update_benchmarks_md(args.update, "io_bench", text)
+        update_benchmarks_md(args.update, "io_bench" if default else f"io_bench_{args.sync}", text)
     print(json.dumps(figures))
     return 0
 

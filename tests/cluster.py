@@ -151,13 +151,14 @@ class DatanodeProcess:
     blocksize: int
     pid: int = 0
     address: str = ""
+    env: dict[str, str] | None = None  # extra PFS_DATANODE_* settings
 
     def start(self) -> DatanodeProcess:
         """Start (or restart) the daemon on its volume and wait until it serves."""
         from plasmafs.client.local.cluster import start_datanode_process
 
         self.pid, self.address = start_datanode_process(
-            self.directory, self.namenode, self.capacity, self.blocksize
+            self.directory, self.namenode, self.capacity, self.blocksize, extra_env=self.env
         )
         return self
 

@@ -23,7 +23,7 @@ from plasmafs.client.files import FileReader, FileWriter
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
 from tests.cluster import DatanodeProcess
-from tests.conftest import DataCluster
+from tests.conftest import TEST_CAPACITY, DataCluster
 
 BS = 64 * 1024
 SIZES = [0, 1, BS - 1, BS, BS + 1, 10 * BS + 7]
@@ -280,3 +280,38 @@ async def test_a_volume_with_another_blocksize_is_refused(
     directory = Path(str(tmp_path)) / "odd"
     with pytest.raises(StorageError, match="blocksize"):
         start_datanode_process(directory, data_cluster.namenode.address, 1 << 24, 128 * 1024)
+
+
+async def test_direct_writes_round_trip_and_survive_a_restart(
+    data_cluster: DataCluster, tmp_path: object
+) -> None:
+    from pathlib import Path
+
+    datanode = DatanodeProcess(
+        Path(str(tmp_path)) / "direct",
+        data_cluster.namenode.address,
+        TEST_CAPACITY,
+        BS,
+        env={"PFS_DATANODE_SYNC": "direct"},
+    ).start()
+    for other in data_cluster.datanodes:
+        other.stop()  # every replica lands on the direct-I/O datanode
+    fs = Client(data_cluster.namenode.address, local_reads=False)
+    try:
+        for _ in range(100):
+            if (await fs.fsstat()).live_datanodes == 1:
+                break
+            await asyncio.sleep(0.1)
+        rng = random.Random(7)
+        files = {f"/d{size}": rng.randbytes(size) for size in SIZES}
+        for path, data in files.items():
+            await fs.write_file(path, data, replication=1)
+        datanode.stop()
+        datanode.start()
+        for path, data in files.items():
+            assert await fs.read_file(path) == data
+    finally:
+        await fs.close()
+        datanode.stop()
+        for other in data_cluster.datanodes:
+            other.start()
