@@ -21,6 +21,7 @@ from plasmafs.client.attributes import Attr, BlockList, DirEntry, FileKind, FsSt
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
     ConnectionLostError,
+    ExistsError,
     InvalidArgumentError,
     NotDirectoryError,
     NotFoundError,
@@ -270,8 +271,11 @@ class Transaction(Reads):
             try:
                 attr = await self.stat(prefix)
             except NotFoundError:
-                attr = await self.mkdir(prefix, mode)
-                continue
+                try:
+                    attr = await self.mkdir(prefix, mode)
+                    continue
+                except ExistsError:  # another transaction made it since: fine if a directory
+                    attr = await self.stat(prefix)
             if attr.kind is not FileKind.DIRECTORY:
                 raise NotDirectoryError(f"{prefix} exists and is not a directory")
         return attr

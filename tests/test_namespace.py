@@ -260,3 +260,25 @@ async def test_writes_need_a_transaction_and_ended_ones_refuse_work(fs: Client) 
         await t.create("/g")
     with pytest.raises(TransactionError):
         await t.commit()
+
+
+async def test_makedirs_accepts_a_parent_another_transaction_made_meanwhile(fs: Client) -> None:
+    other = await fs.begin()
+    await other.mkdir("/p")  # not committed yet: it holds the name /p
+    made = asyncio.create_task(fs.run(lambda t: t.makedirs("/p/q"), lock_wait=10))
+    await asyncio.sleep(0.3)  # makedirs found no /p and waits for the lock on its name
+    await other.commit()
+    assert (await made).kind is FileKind.DIRECTORY
+    assert await fs.listdir("/p") == ["q"]
+
+
+async def test_concurrent_makedirs_of_one_path_all_succeed(fs: Client) -> None:
+    results = await asyncio.gather(
+        *(fs.mkdir(f"/p/q/r/s{k % 2}", parents=True) for k in range(32)),
+        return_exceptions=True,
+    )
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    assert await fs.listdir("/p/q/r") == ["s0", "s1"]
+    await fs.create("/p/file")
+    with pytest.raises(NotDirectoryError):
+        await fs.mkdir("/p/file/x", parents=True)
