@@ -48,6 +48,17 @@ def local_reads_enabled() -> bool:
     return os.environ.get("PFS_LOCAL_READS", "1") != "0"
 
 
+def frame(message: dpb.ReadRequest | dpb.LocalReadReply) -> bytes:
+    """A message as it travels on a local-read socket: its length, then its bytes."""
+    payload = message.SerializeToString()
+    return _LEN.pack(len(payload)) + payload
+
+
+def body_length(head: bytes | bytearray) -> int:
+    """The length a frame's 4-byte head announces."""
+    return int(_LEN.unpack(head)[0])
+
+
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     """Exactly `n` bytes, or ConnectionError on a closed socket."""
     chunks = []
@@ -89,11 +100,10 @@ class LocalConnection:
             self._sock.setblocking(False)  # the loop's sock_* calls need it
             self._on_loop = True
         loop = asyncio.get_running_loop()
-        payload = request.SerializeToString()
         async with asyncio.timeout(self._timeout):
-            await loop.sock_sendall(self._sock, _LEN.pack(len(payload)) + payload)
+            await loop.sock_sendall(self._sock, frame(request))
             await self._recv_into(loop, memoryview(self._head))
-            body = bytearray(_LEN.unpack(self._head)[0])
+            body = bytearray(body_length(self._head))
             await self._recv_into(loop, memoryview(body))
         return self._view(dpb.LocalReadReply.FromString(bytes(body)))
 
@@ -109,8 +119,7 @@ class LocalConnection:
         if self._on_loop:
             self._sock.settimeout(self._timeout)
             self._on_loop = False
-        payload = request.SerializeToString()
-        self._sock.sendall(_LEN.pack(len(payload)) + payload)
+        self._sock.sendall(frame(request))
         if self._segment is None:
             head, fds, _, _ = socket.recv_fds(self._sock, 4, 1)
             if len(head) < 4:
@@ -123,7 +132,7 @@ class LocalConnection:
                     os.close(fds[0])
         else:
             head = recv_exact(self._sock, 4)
-        reply = dpb.LocalReadReply.FromString(recv_exact(self._sock, _LEN.unpack(head)[0]))
+        reply = dpb.LocalReadReply.FromString(recv_exact(self._sock, body_length(head)))
         return self._view(reply)
 
     def _view(self, reply: dpb.LocalReadReply) -> memoryview:

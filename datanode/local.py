@@ -20,19 +20,17 @@ import logging
 import mmap
 import os
 import socket
-import struct
 import threading
 from pathlib import Path
 
 from plasmafs.client import tickets
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
-from plasmafs.client.localread import recv_exact, slot_size
+from plasmafs.client.localread import body_length, frame, recv_exact, slot_size
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.datanode.service import Registration
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)
-_LEN = struct.Struct(">I")
 
 
 class LocalReadServer:
@@ -89,16 +87,14 @@ class LocalReadServer:
                         head = recv_exact(conn, 4)
                     except (ConnectionError, OSError):
                         return
-                    request = dpb.ReadRequest.FromString(recv_exact(conn, _LEN.unpack(head)[0]))
-                    reply = self._read(request, segment)
-                    payload = reply.SerializeToString()
-                    frame = _LEN.pack(len(payload)) + payload
+                    request = dpb.ReadRequest.FromString(recv_exact(conn, body_length(head)))
+                    reply = frame(self._read(request, segment))
                     try:
                         if not sent_segment:
-                            socket.send_fds(conn, [frame], [fd])
+                            socket.send_fds(conn, [reply], [fd])
                             sent_segment = True
                         else:
-                            conn.sendall(frame)
+                            conn.sendall(reply)
                     except OSError:
                         return
         except Exception:

@@ -222,7 +222,7 @@ class Volume:
     def flush(self) -> None:
         """Make written blocks durable (fdatasync), unless the sync policy is 'none'."""
         if self.sync:
-            os.fdatasync(self._data if self._direct is None else self._direct)
+            os.fdatasync(self._data)  # the file's, whichever descriptor (direct or not) wrote
             os.fdatasync(self._crc)
 
 

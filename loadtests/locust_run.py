@@ -223,7 +223,7 @@ def run_point(
     user_errors = _user_errors(Path(f"{prefix}_exceptions.csv"))
     if user_errors:  # a user whose on_start failed is dead: the point ran short of users
         raise PointError(f"locust {name} at {users} users: user errors:\n{user_errors}")
-    if not _requests_made(Path(f"{prefix}_stats.csv")):
+    if not locust_report.read_stats(Path(f"{prefix}_stats.csv")):
         raise PointError(
             f"locust {name} at {users} users: no request was made in the measured window "
             f"(are the users still starting? the log: {prefix}_locust.log)"
@@ -274,12 +274,6 @@ def _watch(
             p.kill()
             p.wait()
     return start, stop
-
-
-def _requests_made(path: Path) -> int:
-    """Requests (answered or failed) in a locust `_stats.csv`."""
-    with path.open(newline="") as f:
-        return sum(int(r["Request Count"]) for r in csv.DictReader(f) if r["Name"] == "Aggregated")
 
 
 def _user_errors(path: Path) -> str:
