@@ -37,7 +37,6 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     *RECEIVE_WINDOW,
 ]
-QUEUE_CHUNKS = 4
 
 
 class DatanodeStub:

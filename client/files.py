@@ -35,6 +35,10 @@ from plasmafs.client.transaction import CommittedReads, Transaction
 RUN_BLOCKS = 128  # blocks requested per allocation when the size is unknown
 MAX_RUN_BLOCKS = 1024  # blocks requested per allocation at most
 COMMIT_EVERY = 1 << 30
+# Data goes to datanodes in messages of whole blocks, up to this size: fewer, larger
+# messages and disk writes than one per 1 MiB block.
+MESSAGE_BYTES = 4 * 1024 * 1024
+QUEUE_BYTES = 8 * 1024 * 1024  # queued per replica stream, at most
 
 
 class FileWriter:
@@ -67,6 +71,9 @@ class FileWriter:
         self._current_used = 0  # bytes written into the current extent
         self._queues: list[asyncio.Queue[bytes | memoryview | None]] = []
         self._tasks: list[asyncio.Task[int]] = []
+        # The previous extent's replica writes, still making their last data durable
+        # while the next extent streams (for rep 1 that is another datanode).
+        self._finishing: list[asyncio.Task[int]] = []
         self.closed = False
 
     async def open(self) -> FileWriter:
@@ -94,11 +101,18 @@ class FileWriter:
         return self._txn
 
     async def write(self, data: bytes | bytearray | memoryview) -> int:
-        """Queue bytes; whole blocks go to the datanodes as soon as they are complete."""
+        """Queue bytes; whole blocks go to the datanodes as soon as they are complete.
+
+        `bytes` are sent without a copy; other buffers are copied first, since the caller
+        may reuse them before the queued data has gone out.
+        """
         if self.closed:
             raise ValueError("write to a closed file")
         bs = self._bs
         view = memoryview(data)
+        if not isinstance(view.obj, bytes):
+            view = memoryview(bytes(view))
+        message = max(bs, MESSAGE_BYTES - MESSAGE_BYTES % bs)
         try:
             if self._buffer:  # complete the partial block first
                 take = min(bs - len(self._buffer), len(view))
@@ -108,9 +122,10 @@ class FileWriter:
                     block = bytes(self._buffer)
                     self._buffer.clear()
                     await self._send(block)
-            while len(view) >= bs:  # whole blocks straight from the caller's buffer
-                await self._send(view[:bs])
-                view = view[bs:]
+            while len(view) >= bs:  # whole blocks straight from the caller's bytes
+                n = min(len(view) - len(view) % bs, message)
+                await self._send(view[:n])
+                view = view[n:]
             self._buffer += view
         except BaseException:
             await self._fail()
@@ -118,16 +133,26 @@ class FileWriter:
         return len(data)
 
     async def _send(self, chunk: bytes | memoryview) -> None:
-        if self._current is None or self._current_used >= self._current.block_count * self._bs:
-            await self._next_extent()
-        await self._hand_over(chunk)
-        self._current_used += len(chunk)
-        self._written += len(chunk)
-        self._since_commit += len(chunk)
+        """Hand `chunk` to the current extent's replicas, splitting it where an extent
+        ends."""
+        view = memoryview(chunk)
+        while view:
+            if self._current is None or self._current_used >= self._current.block_count * self._bs:
+                await self._next_extent()
+            assert self._current is not None
+            piece = view[: self._current.block_count * self._bs - self._current_used]
+            await self._hand_over(piece)
+            self._current_used += len(piece)
+            self._written += len(piece)
+            self._since_commit += len(piece)
+            view = view[len(piece) :]
 
     async def _hand_over(self, chunk: bytes | memoryview | None) -> None:
         """Queue `chunk` for every replica; a replica that failed stops the write at once
         (its queue has no reader any more, so waiting on it alone would hang)."""
+        for task in self._finishing:
+            if task.done():
+                task.result()
         for queue, task in zip(self._queues, self._tasks, strict=True):
             if task.done():
                 task.result()
@@ -139,14 +164,17 @@ class FileWriter:
                 raise UnavailableError("a datanode stopped taking data")
 
     async def _next_extent(self) -> None:
-        await self._finish_extent()
+        await self._end_extent()
         if self._since_commit >= self._commit_every:
+            await self._drain()
             await self._commit_step()
         if not self._runs:
             await self._allocate()
         self._current = self._runs.pop(0)
         self._current_used = 0
-        self._queues = [asyncio.Queue(maxsize=4) for _ in self._current.replicas]
+        size = self._current.block_count * self._bs
+        depth = max(1, QUEUE_BYTES // min(size, max(self._bs, MESSAGE_BYTES)))
+        self._queues = [asyncio.Queue(maxsize=depth) for _ in self._current.replicas]
         self._tasks = [
             asyncio.ensure_future(
                 write_range(self._channels, replica, 0, self._current.block_count, queue)
@@ -167,12 +195,19 @@ class FileWriter:
         blocks = await self._txn.allocate(self.attr.ino, next_block, want)
         self._runs = list(blocks.extents)
 
-    async def _finish_extent(self) -> None:
+    async def _end_extent(self) -> None:
+        """End the current extent's streams and let them finish in the background, once
+        the extent before it has finished: at most two extents are in flight."""
         if self._current is None:
             return
         await self._hand_over(None)
-        results = await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._current, self._queues, self._tasks = None, [], []
+        await self._drain()
+        self._finishing, self._current, self._queues, self._tasks = self._tasks, None, [], []
+
+    async def _drain(self) -> None:
+        """Wait until every ended extent is durable on all its replicas."""
+        results = await asyncio.gather(*self._finishing, return_exceptions=True)
+        self._finishing = []
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -197,7 +232,8 @@ class FileWriter:
                 tail = bytes(self._buffer)
                 self._buffer.clear()
                 await self._send(tail)
-            await self._finish_extent()
+            await self._end_extent()
+            await self._drain()
             assert self._txn is not None and self.attr is not None
             self.attr = await self._txn.setattr(self.attr.ino, size=self._written)
             await self._txn.commit()
@@ -209,9 +245,10 @@ class FileWriter:
 
     async def _fail(self) -> None:
         self.closed = True
-        for task in self._tasks:
+        tasks = self._tasks + self._finishing
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._txn is not None:
             await self._txn.abort()
 

@@ -84,6 +84,39 @@ async def test_placement_alternates_in_runs(dfs: Client) -> None:
     assert await dfs.read_file("/runs") == data
 
 
+async def test_large_writes_cross_extents_and_commits(
+    dfs: Client, data_cluster: DataCluster
+) -> None:
+    """Writes of many blocks at once are cut at extent ends; extents finish in the
+    background while the next streams, and every commit waits for them."""
+    data = os.urandom(150 * BS + 5)
+    writer = await dfs.open("/big", "wb", replication=2, commit_every=60 * BS)
+    assert isinstance(writer, FileWriter)
+    for at in range(0, len(data), 37 * BS + 11):  # odd sizes: partial blocks in between
+        await writer.write(data[at : at + 37 * BS + 11])
+    await writer.close()
+    assert await dfs.read_file("/big") == data
+    blocks = await dfs.blocks("/big")
+    assert sum(e.block_count for e in blocks.extents) == 151
+    assert all(len({r.datanode_id for r in e.replicas}) == 2 for e in blocks.extents)
+    await _assert_no_leak(dfs, data_cluster.namenode.dsn)
+
+
+async def test_a_reused_write_buffer_does_not_change_written_data(dfs: Client) -> None:
+    """write() may return before its data has gone out: a caller refilling the same
+    bytearray must not change what the file holds."""
+    buffer = bytearray(8 * BS)
+    expected = bytearray()
+    writer = await dfs.open("/reused", "wb", replication=1)
+    assert isinstance(writer, FileWriter)
+    for i in range(40):
+        buffer[:] = bytes([i]) * len(buffer)
+        await writer.write(buffer)
+        expected += buffer
+    await writer.close()
+    assert await dfs.read_file("/reused") == expected
+
+
 async def test_overwrite_while_a_reader_streams_the_old_version(dfs: Client) -> None:
     old, new = os.urandom(20 * BS), os.urandom(7 * BS + 3)
     await dfs.write_file("/f", old, replication=2)
