@@ -7,7 +7,7 @@ import fnmatch
 import os
 import sys
 import time
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from plasmafs.client import paths
 from plasmafs.client.attributes import BlockList, FileKind
@@ -86,10 +86,7 @@ async def get(fs: Client, remote: str, local: str) -> None:
     target: BinaryIO = sys.stdout.buffer if local == "-" else open(local, "wb")  # noqa: SIM115, ASYNC230
     progress = Progress(f"get {remote}", reader.size)
     try:
-        async for piece in reader.stream():
-            target.write(piece)
-            progress.add(len(piece))
-        target.flush()
+        await copy_out(reader, target, progress)
     finally:
         progress.finish()
         if target is not sys.stdout.buffer:
@@ -102,10 +99,33 @@ async def cat(fs: Client, remote: str) -> None:
     """Write a plasmafs file to stdout."""
     reader = await fs.open(remote, "rb")
     assert isinstance(reader, FileReader)
-    out = sys.stdout.buffer
-    async for piece in reader.stream():
-        out.write(piece)
-    out.flush()
+    await copy_out(reader, sys.stdout.buffer)
+
+
+async def copy_out(reader: FileReader, target: BinaryIO, progress: Progress | None = None) -> None:
+    """Write a file's bytes to `target` and flush it. Each write runs in a thread while the
+    next piece arrives, so a slow disk or pipe and the network work at the same time;
+    a piece that points into a buffer the reader reuses (a local read's shared memory)
+    is written before the next one is asked for."""
+    writing: asyncio.Future[Any] | None = None
+    try:
+        async for piece in reader.stream():
+            if writing is not None:
+                await writing
+                writing = None
+            if isinstance(memoryview(piece).obj, bytes):  # immutable: safe to hand over
+                writing = asyncio.ensure_future(asyncio.to_thread(target.write, piece))
+            else:
+                target.write(piece)
+            if progress is not None:
+                progress.add(len(piece))
+        if writing is not None:
+            await writing
+            writing = None
+        target.flush()
+    finally:
+        if writing is not None:  # the stream failed: let the last write end before closing
+            await asyncio.gather(writing, return_exceptions=True)
 
 
 async def expand(fs: Client, pattern: str) -> list[str]:
