@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
 import os
+import stat
 import sys
 import time
 from typing import Any, BinaryIO
@@ -106,14 +108,17 @@ async def copy_out(reader: FileReader, target: BinaryIO, progress: Progress | No
     """Write a file's bytes to `target` and flush it. Each write runs in a thread while the
     next piece arrives, so a slow disk or pipe and the network work at the same time;
     a piece that points into a buffer the reader reuses (a local read's shared memory)
-    is written before the next one is asked for."""
+    is written before the next one is asked for. Writes to a character device (/dev/null,
+    a terminal) cost nothing to wait for and are made in line: there the thread hop
+    alone cost 8% of `cat`'s rate."""
+    overlap = not _is_character_device(target)
     writing: asyncio.Future[Any] | None = None
     try:
         async for piece in reader.stream():
             if writing is not None:
                 await writing
                 writing = None
-            if isinstance(memoryview(piece).obj, bytes):  # immutable: safe to hand over
+            if overlap and isinstance(memoryview(piece).obj, bytes):  # immutable: safe
                 writing = asyncio.ensure_future(asyncio.to_thread(target.write, piece))
             else:
                 target.write(piece)
@@ -126,6 +131,13 @@ async def copy_out(reader: FileReader, target: BinaryIO, progress: Progress | No
     finally:
         if writing is not None:  # the stream failed: let the last write end before closing
             await asyncio.gather(writing, return_exceptions=True)
+
+
+def _is_character_device(target: BinaryIO) -> bool:
+    try:
+        return stat.S_ISCHR(os.fstat(target.fileno()).st_mode)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
 
 
 async def expand(fs: Client, pattern: str) -> list[str]:
