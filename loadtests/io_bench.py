@@ -10,7 +10,10 @@ put rep 1, put rep 2, get and cat over gRPC (--no-local-reads), cat over shared 
 Floors, same run: `cp` of the file on the local disk (with and without a sync after it:
 put is durable when acknowledged, get writes like cp), `cat` of it from the page cache,
 and a bare gRPC stream of 1 MiB messages between two processes. Peak memory of the
-CLI processes and of the datanodes is reported. Streaming reads and their floors are the
+CLI processes (each its own, through loadtests.peak) and of the datanodes is reported,
+and so is the CPU per GiB of every command with the datanodes it used, next to the
+stream's and to what touching fresh memory costs: on 2 shared cores, CPU per GiB is
+what bounds each rate. Streaming reads and their floors are the
 best of ROUNDS interleaved runs (the machine is shared). The last line is one JSON object.
 """
 
@@ -19,13 +22,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import mmap
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,7 @@ import uvloop
 
 from loadtests.harness import (
     bench_cluster,
+    cpu_seconds,
     peak_rss_mib,
     start_floor_server,
     update_benchmarks_md,
@@ -41,6 +48,7 @@ from plasmafs.client import Client, FileReader
 from plasmafs.client.sizes import parse_size
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
 
 
 def make_file(path: Path, size: int) -> None:
@@ -55,23 +63,54 @@ def make_file(path: Path, size: int) -> None:
             left -= n
 
 
-def timed_cli(
-    env: dict[str, str], *args: str, stdout: Any = subprocess.DEVNULL
-) -> tuple[float, float]:
-    """Run `pfs ARGS`; return (seconds, peak RSS MiB of the process)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "plasmafs.client.cli", *args],
-        env=env,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    if status != 0:
-        assert proc.stderr is not None
-        raise RuntimeError(f"pfs {' '.join(args)} failed: {proc.stderr.read().decode()}")
-    return seconds, usage.ru_maxrss / 1024
+@dataclass
+class Run:
+    """One measured command: wall seconds, peak RSS of the process, and the CPU seconds
+    of the process and of the servers it used (datanodes, or the floor's server)."""
+
+    seconds: float
+    peak_mib: float
+    cpu: float
+
+    def mb_s(self, size: int) -> float:
+        """MB/s of moving `size` bytes."""
+        return round(size / self.seconds / 1e6, 1)
+
+    def cpu_per_gib(self, size: int) -> float:
+        """CPU seconds per GiB of moving `size` bytes."""
+        return round(self.cpu / (size / GIB), 2)
+
+
+def timed_cli(env: dict[str, str], servers: list[int], *args: str) -> Run:
+    """Run `pfs ARGS`; its time, peak memory, and the CPU used by it and by `servers`."""
+    return _timed(["plasmafs.client.cli", *args], env, servers)[0]
+
+
+def _timed(
+    command: list[str], env: dict[str, str], servers: list[int], capture: bool = False
+) -> tuple[Run, str]:
+    """Run a Python module (`python -m MODULE ARGS`: `command` is MODULE and ARGS), its
+    output to /dev/null unless captured, and measure it."""
+    before = sum(cpu_seconds(pid) for pid in servers)
+    with tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        err_file = Path(scratch) / "stderr"
+        start = time.perf_counter()
+        with open(err_file, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "loadtests.peak", str(peak_file), *command],
+                env=env,
+                stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                stderr=err,
+            )
+            out = proc.stdout.read().decode() if proc.stdout is not None else ""
+            _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        if status != 0:
+            raise RuntimeError(f"{' '.join(command)} failed: {err_file.read_text().strip()}")
+        peak_mib = int(peak_file.read_text()) / 1024
+    cpu = usage.ru_utime + usage.ru_stime + sum(cpu_seconds(pid) for pid in servers) - before
+    return Run(seconds, peak_mib, cpu), out
 
 
 def _cp(src: Path, workdir: Path, *, sync: bool, clean_start: bool = True) -> float:
@@ -143,27 +182,41 @@ async def random_reads(address: str, path: str, readers: int, reads: int) -> dic
 ROUNDS = 3
 
 
-def stream_floor(workdir: Path, mib: int) -> float:
-    """MB/s of the bare gRPC stream, server and client in their own processes."""
+def stream_floor(workdir: Path, mib: int) -> tuple[float, float]:
+    """MB/s of the bare gRPC stream, server and client in their own processes, and the CPU
+    seconds per GiB of both ends."""
     server, address = start_floor_server("loadtests.stream_server", workdir)
     try:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "loadtests.stream_server",
-                "pull",
-                address,
-                str(mib),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return float(out.stdout.strip())
+        command = ["loadtests.stream_server", "pull", address, str(mib)]
+        run, out = _timed(command, dict(os.environ), [server.pid], capture=True)
+        return float(out.strip()), run.cpu_per_gib(mib * MIB)
     finally:
         server.terminate()
         server.wait()
+
+
+def fresh_memory_cpu(size: int = GIB) -> float:
+    """CPU seconds a new process spends touching `size` bytes of newly mapped memory: what
+    every page of page cache or buffer costs to get from the kernel. On a VM that hands
+    freed memory back to its host (free page reporting) this is several times what the
+    kernel's own zeroing costs, and it varies with what ran before."""
+    out = subprocess.run(
+        [sys.executable, "-m", "loadtests.io_bench", "--touch", str(size)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout)
+
+
+def touch(size: int) -> float:
+    """CPU seconds this process spends touching every page of `size` new bytes."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    with mmap.mmap(-1, size) as memory:
+        for offset in range(0, size, mmap.PAGESIZE):
+            memory[offset] = 1
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
@@ -180,38 +233,53 @@ def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
     datanode_env = {"PFS_DATANODE_SYNC": sync}
     with bench_cluster(2, capacity, MIB, workdir / "cluster", datanode_env=datanode_env) as cluster:
         env = dict(os.environ, PFS_CLIENT_NAMENODE=cluster.namenode_address)
-        s, rss = timed_cli(env, "put", "-rep", "1", str(src), "/rep1")
-        figures["put_rep1_mb_s"], figures["put_client_peak_mib"] = round(mb / s, 1), round(rss)
-        s, _ = timed_cli(env, "put", "-rep", "2", str(src), "/rep2")
-        figures["put_rep2_mb_s"] = round(mb / s, 1)
+        datanodes = cluster.datanode_pids
+        cpu: dict[str, float] = {}
+        figures["fresh_memory_cpu_s_per_gib"] = round(fresh_memory_cpu(), 2)
+        put1 = timed_cli(env, datanodes, "put", "-rep", "1", str(src), "/rep1")
+        figures["put_rep1_mb_s"], cpu["put_rep1"] = put1.mb_s(size), put1.cpu_per_gib(size)
+        figures["put_client_peak_mib"] = round(put1.peak_mib)
+        put2 = timed_cli(env, datanodes, "put", "-rep", "2", str(src), "/rep2")
+        figures["put_rep2_mb_s"], cpu["put_rep2"] = put2.mb_s(size), put2.cpu_per_gib(size)
         # The same copy as the floor, now, in the state the puts left the disk in: what a
         # local write can do at the moment of the get.
         seconds = _cp(src, workdir, sync=False, clean_start=False)
         figures["cp_before_get_mb_s"] = round(mb / seconds, 1)
         os.sync()
-        s, rss = timed_cli(env, "--no-local-reads", "get", "/rep1", str(workdir / "got.bin"))
-        figures["get_mb_s"], figures["get_client_peak_mib"] = round(mb / s, 1), round(rss)
-        if not _same(src, workdir / "got.bin"):
+        got = workdir / "got.bin"
+        get = timed_cli(env, datanodes, "--no-local-reads", "get", "/rep1", str(got))
+        figures["get_mb_s"], figures["get_client_peak_mib"] = get.mb_s(size), round(get.peak_mib)
+        cpu["get"] = get.cpu_per_gib(size)
+        if not _same(src, got):
             raise RuntimeError("get returned different bytes")
-        (workdir / "got.bin").unlink()
+        got.unlink()
         # The streaming reads and their floors, interleaved, best of ROUNDS each: on a
         # shared machine a single run of any of them can be off by half.
-        best: dict[str, float] = {}
+        best: dict[str, tuple[float, float | None]] = {}
 
-        def keep(name: str, rate: float) -> None:
-            best[name] = max(best.get(name, 0.0), rate)
+        def keep(name: str, mb_s: float, cpu_per_gib: float | None = None) -> None:
+            if mb_s > best.get(name, (0.0, None))[0]:
+                best[name] = (mb_s, cpu_per_gib)
 
         for _ in range(ROUNDS):
-            keep("grpc_stream", stream_floor(workdir, max(size // MIB, 256)))
-            s, rss = timed_cli(env, "--no-local-reads", "cat", "/rep1")
-            keep("cat", mb / s)
-            figures["cat_client_peak_mib"] = max(figures.get("cat_client_peak_mib", 0), round(rss))
-            s, rss = timed_cli(env, "cat", "/rep1")  # shared memory: the datanodes are here
-            keep("cat_local", mb / s)
-            figures["cat_local_peak_mib"] = max(figures.get("cat_local_peak_mib", 0), round(rss))
+            keep("grpc_stream", *stream_floor(workdir, max(size // MIB, 256)))
+            cat = timed_cli(env, datanodes, "--no-local-reads", "cat", "/rep1")
+            keep("cat", cat.mb_s(size), cat.cpu_per_gib(size))
+            figures["cat_client_peak_mib"] = max(
+                figures.get("cat_client_peak_mib", 0), round(cat.peak_mib)
+            )
+            # shared memory: the datanodes are on this host
+            local = timed_cli(env, datanodes, "cat", "/rep1")
+            keep("cat_local", local.mb_s(size), local.cpu_per_gib(size))
+            figures["cat_local_peak_mib"] = max(
+                figures.get("cat_local_peak_mib", 0), round(local.peak_mib)
+            )
             keep("plain_cat", mb / plain_cat(src))
-        for name, rate in best.items():
-            figures[f"{name}_mb_s"] = round(rate, 1)
+        for name, (mb_s, cpu_per_gib) in best.items():
+            figures[f"{name}_mb_s"] = round(mb_s, 1)
+            if cpu_per_gib is not None:
+                cpu[name] = cpu_per_gib
+        figures["cpu_s_per_gib"] = cpu
         s = parallel_cats(env, "/rep2", 4)
         figures["cat4_total_mb_s"] = round(4 * mb / s, 1)
         reads = max(16, min(256, size // MIB // 4))
@@ -249,6 +317,7 @@ def _same(a: Path, b: Path) -> bool:
 def markdown(f: dict[str, Any], command: str) -> str:
     """The BENCHMARKS.md section."""
     r = f["ratios"]
+    c = f["cpu_s_per_gib"]
     size = f["size_bytes"] / MIB
     sync = f["datanode_sync"]
     title = "" if sync == "fdatasync" else f", datanodes with sync = {sync}"
@@ -261,26 +330,36 @@ def markdown(f: dict[str, Any], command: str) -> str:
             "`pfs` CLI as a user runs it. The gRPC stream, the cats and plain `cat` are the",
             f"best of {ROUNDS} interleaved runs, the `cp` floors the best of 2; the rest run once.",
             "",
-            "| what | MB/s | vs. floor |",
-            "|---|---:|---:|",
+            "| what | MB/s | vs. floor | CPU s/GiB |",
+            "|---|---:|---:|---:|",
             "| floor: bare gRPC stream of 1 MiB messages (2 processes) | "
-            f"{f['grpc_stream_mb_s']} | 1.00 |",
-            f"| floor: `cp` on the local disk, then sync | {f['cp_mb_s']} | |",
-            f"| floor: `cp` on the local disk, no sync | {f['cp_nosync_mb_s']} | |",
+            f"{f['grpc_stream_mb_s']} | 1.00 | {c['grpc_stream']} |",
+            f"| floor: `cp` on the local disk, then sync | {f['cp_mb_s']} | | |",
+            f"| floor: `cp` on the local disk, no sync | {f['cp_nosync_mb_s']} | | |",
             f"| `pfs put -rep 1` | {f['put_rep1_mb_s']} | {r['put_rep1_over_stream']}; "
-            f"{r['put_rep1_over_cp_sync']} of `cp`+sync |",
-            f"| `pfs put -rep 2` | {f['put_rep2_mb_s']} | {r['put_rep2_over_rep1']} of rep 1 |",
-            f"| floor: `cp` again, no sync, just before the get | {f['cp_before_get_mb_s']} | |",
+            f"{r['put_rep1_over_cp_sync']} of `cp`+sync | {c['put_rep1']} |",
+            f"| `pfs put -rep 2` | {f['put_rep2_mb_s']} | {r['put_rep2_over_rep1']} of rep 1 | "
+            f"{c['put_rep2']} |",
+            f"| floor: `cp` again, no sync, just before the get | {f['cp_before_get_mb_s']} | | |",
             f"| `pfs --no-local-reads get` (gRPC) | {f['get_mb_s']} | {r['get_over_stream']}; "
-            f"{r['get_over_cp']} of that `cp` |",
+            f"{r['get_over_cp']} of that `cp` | {c['get']} |",
             f"| `pfs --no-local-reads cat > /dev/null` (gRPC) | {f['cat_mb_s']} | "
-            f"{r['cat_over_stream']} |",
+            f"{r['cat_over_stream']} | {c['cat']} |",
             f"| `pfs cat > /dev/null` (shared memory) | {f['cat_local_mb_s']} | "
-            f"{r['cat_local_over_grpc']}x gRPC, {r['cat_local_over_plain_cat']} of `cat` |",
-            f"| floor: `cat FILE > /dev/null` from the page cache | {f['plain_cat_mb_s']} | |",
-            f"| 4 parallel `pfs cat` (total, shared memory) | {f['cat4_total_mb_s']} | |",
-            f"| 1 MiB random reads, 1 reader | {f['random_1_reader']['mb_s']} | |",
-            f"| 1 MiB random reads, 4 readers (total) | {f['random_4_readers']['mb_s']} | |",
+            f"{r['cat_local_over_grpc']}x gRPC, {r['cat_local_over_plain_cat']} of `cat` | "
+            f"{c['cat_local']} |",
+            f"| floor: `cat FILE > /dev/null` from the page cache | {f['plain_cat_mb_s']} | | |",
+            f"| 4 parallel `pfs cat` (total, shared memory) | {f['cat4_total_mb_s']} | | |",
+            f"| 1 MiB random reads, 1 reader | {f['random_1_reader']['mb_s']} | | |",
+            f"| 1 MiB random reads, 4 readers (total) | {f['random_4_readers']['mb_s']} | | |",
+            "",
+            "CPU s/GiB: the CPU seconds, per GiB moved, of the whole client process and of the",
+            "datanodes (for the stream: both of its processes). All of it comes from the same 2",
+            "cores, so a rate can only approach the stream's where its CPU per GiB does.",
+            f"Touching 1 GiB of newly mapped memory cost {f['fresh_memory_cpu_s_per_gib']} CPU s",
+            "just before the puts: every page of page cache a write or a read brings in pays",
+            "this (on this VM, memory the guest freed is handed back to the host and faulted in",
+            "again).",
             "",
             "Namenode requests made by the random readers after opening the file: "
             f"{f['random_1_reader']['namenode_requests']} (1 reader), "
@@ -307,7 +386,11 @@ def main() -> int:
         default="fdatasync",
         help="the datanodes' write policy (default fdatasync, the datanode's default)",
     )
+    parser.add_argument("--touch", type=int, help=argparse.SUPPRESS)  # fresh_memory_cpu's probe
     args = parser.parse_args()
+    if args.touch:
+        print(touch(args.touch))
+        return 0
     size = parse_size(args.size)
     if size < MIB:
         parser.error("--size must be at least 1M")
