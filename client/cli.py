@@ -25,6 +25,7 @@ from plasmafs.client.errors import (
     NotFoundError,
     PlasmaError,
 )
+from plasmafs.client.heap import reuse_freed_buffers
 from plasmafs.client.sizes import parse_size as _parse_size
 
 EXIT_FAILED = 1
@@ -469,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "local":
             return cmd_local(args)
+        reuse_freed_buffers()  # put, get and cat move megabytes per message
         uvloop.run(_run(args))
     except CommandFailed:
         return EXIT_FAILED

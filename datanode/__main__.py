@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from plasmafs.client.daemon import run_daemon
+from plasmafs.client.heap import reuse_freed_buffers
 from plasmafs.datanode.server import serve
 from plasmafs.datanode.settings import DatanodeSettings
 
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         }.items()
         if v is not None
     }
+    reuse_freed_buffers()  # every data message is megabytes
     return run_daemon("pfs-datanode", lambda: DatanodeSettings(**overrides), serve)
 
 
