@@ -4,10 +4,13 @@
 building and parsing them through protobuf objects copies every byte twice more
 than needed. These functions produce and read exactly the protobuf wire format (a
 field tag, a varint length, the bytes), so peers using the generated classes
-interoperate, but the bytes are copied once when framed and not at all when read.
+interoperate, but the bytes are copied at most once when framed (not at all when a
+datanode reads blocks straight into a new ReadChunk) and not at all when read.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 from plasmafs.client.proto import datanode_pb2 as dpb
 
@@ -49,6 +52,34 @@ def _split(raw: bytes, tag: int) -> memoryview | None:
 def frame_read_chunk(data: bytes | memoryview) -> bytes:
     """A serialized ReadChunk carrying `data`."""
     return b"".join((bytes((_READ_DATA_TAG,)), _varint(len(data)), data))
+
+
+def new_read_chunk(length: int) -> tuple[bytes, memoryview]:
+    """A serialized ReadChunk of `length` data bytes, header written and data not yet, and
+    a writable view of its data part.
+
+    A datanode reads blocks straight into the message gRPC will send, instead of reading
+    them into one buffer and copying that behind a header (over 2 GiB `cat`s, 4 runs
+    each way: datanode CPU per GiB 0.71 -> 0.65 s, rate +8%). The caller must fill the
+    whole view before the message is used or shared, and keep the message referenced
+    while it writes: the view does not keep it alive.
+    """
+    header = bytes((_READ_DATA_TAG,)) + _varint(length)
+    message = _unfilled_bytes(None, len(header) + length)
+    memory = (ctypes.c_char * len(message)).from_address(_bytes_address(message))
+    view = memoryview(memory).cast("B")
+    view[: len(header)] = header
+    return message, view[len(header) :]
+
+
+# CPython's way to make a bytes object and fill it afterwards (what C code does with
+# PyBytes_FromStringAndSize(NULL, n)); nothing else sees it until it is filled.
+_unfilled_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_unfilled_bytes.restype = ctypes.py_object
+_unfilled_bytes.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
+_bytes_address = ctypes.pythonapi.PyBytes_AsString
+_bytes_address.restype = ctypes.c_void_p
+_bytes_address.argtypes = [ctypes.py_object]
 
 
 def parse_read_chunk(raw: bytes) -> memoryview:

@@ -60,12 +60,8 @@ class DatanodeServicer:
             if request.offset >= total or request.offset + request.length > total:
                 raise InvalidArgumentError("offset/length outside the block range")
             length = request.length or total - request.offset
-            pieces = self.volume.read(
-                request.block_start,
-                request.block_count,
-                request.offset,
-                length,
-                READ_CHUNK_BLOCKS,
+            pieces = _framed_pieces(
+                self.volume, request.block_start, request.offset, request.offset + length
             )
             loop = asyncio.get_running_loop()
             # A thread reads, checks and frames the next piece while this one is sent: the
@@ -183,11 +179,31 @@ def add_to_server(servicer: DatanodeServicer, server: grpc.aio.Server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
-def _next_framed(pieces: Iterator[bytes]) -> tuple[bytes, int] | None:
-    """The next piece of a volume read as a serialized ReadChunk and its data size, or
-    None at the end."""
-    data = next(pieces, None)
-    return None if data is None else (dataframes.frame_read_chunk(data), len(data))
+def _framed_pieces(
+    volume: Volume, block_start: int, offset: int, end: int
+) -> Iterator[tuple[bytes, int]]:
+    """Bytes [offset, end) of the range starting at `block_start`, as serialized ReadChunk
+    messages of up to READ_CHUNK_BLOCKS blocks, each with its data size. Whole blocks
+    are read straight into their message; only a piece cut inside a block is copied."""
+    bs = volume.info.blocksize
+    block = block_start + offset // bs
+    last = block_start + (end - 1) // bs  # inclusive
+    while block <= last:
+        n = min(READ_CHUNK_BLOCKS, last - block + 1)
+        position = (block - block_start) * bs
+        lo, hi = max(offset - position, 0), min(end - position, n * bs)
+        if (lo, hi) == (0, n * bs):
+            message, data = dataframes.new_read_chunk(n * bs)
+            volume.read_into(block, n, data)
+        else:
+            message = dataframes.frame_read_chunk(memoryview(volume.read_blocks(block, n))[lo:hi])
+        yield message, hi - lo
+        block += n
+
+
+def _next_framed(pieces: Iterator[tuple[bytes, int]]) -> tuple[bytes, int] | None:
+    """The next serialized ReadChunk and its data size, or None at the end."""
+    return next(pieces, None)
 
 
 def _ignore_outcome(future: asyncio.Future[Any]) -> None:

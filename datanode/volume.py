@@ -14,7 +14,6 @@ import os
 import struct
 import threading
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,25 +171,6 @@ class Volume:
                 raise CorruptionError(
                     f"block {block_start + i} of volume {self.info.identity} fails its checksum"
                 )
-
-    def read(
-        self, block_start: int, block_count: int, offset: int, length: int, chunk_blocks: int
-    ) -> Iterator[bytes]:
-        """Bytes [offset, offset+length) of the range, in pieces of up to `chunk_blocks`."""
-        bs = self.info.blocksize
-        end = offset + length
-        first = block_start + offset // bs
-        last = block_start + (end - 1) // bs  # inclusive
-        position = (first - block_start) * bs
-        block = first
-        while block <= last:
-            n = min(chunk_blocks, last - block + 1)
-            data = self.read_blocks(block, n)
-            lo = max(offset - position, 0)
-            hi = min(end - position, len(data))
-            yield data[lo:hi] if (lo, hi) != (0, len(data)) else data
-            position += n * bs
-            block += n
 
     def write_blocks(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
         """Write whole blocks (a short tail is padded with zeros) and their checksums."""

@@ -117,6 +117,25 @@ async def test_a_reused_write_buffer_does_not_change_written_data(dfs: Client) -
     assert await dfs.read_file("/reused") == expected
 
 
+async def test_grpc_reads_at_any_offset_and_length(dfs: Client) -> None:
+    """Over gRPC a datanode sends whole blocks straight from its volume and cuts only the
+    pieces that start or end inside a block: every offset and length comes back right."""
+    data = os.urandom(9 * BS + 123)  # several messages of 4 blocks, a short last block
+    await dfs.write_file("/ranges", data, replication=2)
+    remote = Client(dfs.address, local_reads=False)
+    try:
+        reader = await remote.open("/ranges")
+        assert isinstance(reader, FileReader)
+        for offset, length in [
+            (0, len(data)), (1, BS), (BS - 1, 2), (3 * BS + 5, 5 * BS), (4 * BS, 4 * BS),
+            (8 * BS + 7, 2 * BS), (len(data) - 1, 10), (2 * BS, 0),
+        ]:  # fmt: skip
+            assert await reader.pread(offset, length) == data[offset : offset + length]
+        assert remote.data.local.reads == 0
+    finally:
+        await remote.close()
+
+
 async def test_overwrite_while_a_reader_streams_the_old_version(dfs: Client) -> None:
     old, new = os.urandom(20 * BS), os.urandom(7 * BS + 3)
     await dfs.write_file("/f", old, replication=2)
