@@ -183,11 +183,14 @@ async def timed(
     return Rate(sum(counts), elapsed, cpu, pg)
 
 
-def start_floor_server(module: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A floor's server (`python -m MODULE READY_FILE`) in its own process, and its address."""
+def start_floor_server(
+    module: str, workdir: Path, *args: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A floor's server (`python -m MODULE READY_FILE ARGS`) in its own process, and its
+    address."""
     ready = workdir / f"{module.rpartition('.')[2]}.ready"
     ready.unlink(missing_ok=True)  # left by an earlier server in the same directory
-    proc = subprocess.Popen([sys.executable, "-m", module, str(ready)])
+    proc = subprocess.Popen([sys.executable, "-m", module, str(ready), *args])
     deadline = time.monotonic() + 30
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:

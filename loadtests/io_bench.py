@@ -9,12 +9,14 @@ put rep 1, put rep 2, get and cat over gRPC (--no-local-reads), cat over shared 
 1 and 4 readers (and the namenode requests they caused after opening).
 Floors, same run: `cp` of the file on the local disk (with and without a sync after it:
 put is durable when acknowledged, get writes like cp), `cat` of it from the page cache,
-and a bare gRPC stream of 1 MiB messages between two processes. Peak memory of the
-CLI processes (each its own, through loadtests.peak) and of the datanodes is reported,
-and so is the CPU per GiB of every command with the datanodes it used, next to the
-stream's and to what touching fresh memory costs: on 2 shared cores, CPU per GiB is
-what bounds each rate. Streaming reads and their floors are the
-best of ROUNDS interleaved runs (the machine is shared). The last line is one JSON object.
+and a bare gRPC stream of 1 MiB messages between two processes, run with the allocator
+settings pfs and the datanodes use (the floor the ratios are against) and with glibc's
+defaults. Peak memory of the CLI processes (each its own, through loadtests.peak) and of
+the datanodes is reported, and so is the CPU per GiB of every command with the
+datanodes it used, next to the stream's and to what touching fresh memory costs: on 2
+shared cores, CPU per GiB is what bounds each rate. Streaming reads and their floors
+are the best of ROUNDS interleaved runs (the machine is shared). The last line is one
+JSON object.
 """
 
 from __future__ import annotations
@@ -182,12 +184,13 @@ async def random_reads(address: str, path: str, readers: int, reads: int) -> dic
 ROUNDS = 3
 
 
-def stream_floor(workdir: Path, mib: int) -> tuple[float, float]:
+def stream_floor(workdir: Path, mib: int, tuned: bool) -> tuple[float, float]:
     """MB/s of the bare gRPC stream, server and client in their own processes, and the CPU
-    seconds per GiB of both ends."""
-    server, address = start_floor_server("loadtests.stream_server", workdir)
+    seconds per GiB of both ends; `tuned` gives both the allocator settings of pfs."""
+    flags = ["--tuned"] if tuned else []
+    server, address = start_floor_server("loadtests.stream_server", workdir, *flags)
     try:
-        command = ["loadtests.stream_server", "pull", address, str(mib)]
+        command = ["loadtests.stream_server", "pull", address, str(mib), *flags]
         run, out = _timed(command, dict(os.environ), [server.pid], capture=True)
         return float(out.strip()), run.cpu_per_gib(mib * MIB)
     finally:
@@ -262,7 +265,9 @@ def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
                 best[name] = (mb_s, cpu_per_gib)
 
         for _ in range(ROUNDS):
-            keep("grpc_stream", *stream_floor(workdir, max(size // MIB, 256)))
+            floor_mib = max(size // MIB, 256)
+            keep("grpc_stream", *stream_floor(workdir, floor_mib, tuned=True))
+            keep("grpc_stream_default_malloc", *stream_floor(workdir, floor_mib, tuned=False))
             cat = timed_cli(env, datanodes, "--no-local-reads", "cat", "/rep1")
             keep("cat", cat.mb_s(size), cat.cpu_per_gib(size))
             figures["cat_client_peak_mib"] = max(
@@ -292,6 +297,9 @@ def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
         figures["datanode_peak_mib"] = round(max(peak_rss_mib(p) for p in cluster.datanode_pids))
     floor = figures["grpc_stream_mb_s"]
     figures["ratios"] = {
+        "default_malloc_stream_over_stream": round(
+            figures["grpc_stream_default_malloc_mb_s"] / floor, 2
+        ),
         "get_over_stream": round(figures["get_mb_s"] / floor, 2),
         "cat_over_stream": round(figures["cat_mb_s"] / floor, 2),
         "put_rep1_over_stream": round(figures["put_rep1_mb_s"] / floor, 2),
@@ -332,8 +340,11 @@ def markdown(f: dict[str, Any], command: str) -> str:
             "",
             "| what | MB/s | vs. floor | CPU s/GiB |",
             "|---|---:|---:|---:|",
-            "| floor: bare gRPC stream of 1 MiB messages (2 processes) | "
+            "| floor: bare gRPC stream of 1 MiB messages (2 processes, pfs's malloc settings) | "
             f"{f['grpc_stream_mb_s']} | 1.00 | {c['grpc_stream']} |",
+            "| the same stream with glibc's default malloc settings | "
+            f"{f['grpc_stream_default_malloc_mb_s']} | "
+            f"{r['default_malloc_stream_over_stream']} | {c['grpc_stream_default_malloc']} |",
             f"| floor: `cp` on the local disk, then sync | {f['cp_mb_s']} | | |",
             f"| floor: `cp` on the local disk, no sync | {f['cp_nosync_mb_s']} | | |",
             f"| `pfs put -rep 1` | {f['put_rep1_mb_s']} | {r['put_rep1_over_stream']}; "

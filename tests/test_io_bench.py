@@ -26,8 +26,10 @@ def test_io_bench_measures_everything_and_reports_it(tmp_path: Path) -> None:
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     for name in ("put_rep1", "put_rep2", "get", "cat", "cat_local", "grpc_stream", "plain_cat"):
         assert figures[f"{name}_mb_s"] > 0, name
+    cpu = figures["cpu_s_per_gib"]
     for name in ("put_rep1", "put_rep2", "get", "cat", "cat_local", "grpc_stream"):
-        assert figures["cpu_s_per_gib"][name] > 0, name
+        assert cpu[name] > 0, name
+    assert cpu["grpc_stream_default_malloc"] > 0  # the stream without pfs's malloc settings
     assert figures["fresh_memory_cpu_s_per_gib"] > 0
     # Random reads go to datanodes only once the block list is known.
     assert figures["random_1_reader"]["namenode_requests"] == 0
