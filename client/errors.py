@@ -154,6 +154,13 @@ class ConnectionLostError(PlasmaError):
     posix_errno = _errno.ECONNRESET
 
 
+class StaleFileError(PlasmaError):
+    """The file changed after it was opened and the version being read is gone: open it
+    again (raised by the client only)."""
+
+    posix_errno = _errno.ESTALE
+
+
 class ConfigError(PlasmaError):
     """Bad configuration."""
 

@@ -10,7 +10,9 @@ A reader fetches the file's block list once; from then on reads go to datanodes
 only, failing over to another replica when one is unreachable or returns corrupt
 data. The blocks of the version it opened stay readable while its tickets live, even
 if the file is overwritten meanwhile: a reader sees the old or the new content,
-never a mix.
+never a mix. Before its tickets expire it fetches new ones for the same blocks, as
+long as the file is unchanged; once a changed file's old tickets expire, the reader
+raises StaleFileError instead of reading blocks that may hold other data by then.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 
@@ -27,9 +30,12 @@ from plasmafs.client.errors import (
     ExistsError,
     InvalidArgumentError,
     IsDirectoryError,
+    PermissionDeniedError,
     PlasmaError,
+    StaleFileError,
     UnavailableError,
 )
+from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.transaction import CommittedReads, Transaction
 
 RUN_BLOCKS = 128  # blocks requested per allocation when the size is unknown
@@ -39,6 +45,9 @@ COMMIT_EVERY = 1 << 30
 # messages and disk writes than one per 1 MiB block.
 MESSAGE_BYTES = 4 * 1024 * 1024
 QUEUE_BYTES = 8 * 1024 * 1024  # queued per replica stream, at most
+# A reader fetches new tickets this long before its tickets expire (at most a quarter of
+# their lifetime), so that no read starts with a ticket about to lapse.
+RENEW_MARGIN = 60.0
 
 
 class FileWriter:
@@ -283,16 +292,52 @@ class FileReader:
         self.blocks: BlockList | None = None
         self._position = 0
         self._turn = 0
+        self._renew_at = float("inf")  # when to fetch new tickets (time.time())
+        self._renewing = asyncio.Lock()
         self.closed = False
 
     async def open(self) -> FileReader:
-        """Fetch the attributes and the whole block list (the only namenode requests)."""
+        """Fetch the attributes and the whole block list (the only namenode requests while
+        the tickets live)."""
         attr = await self._reads.stat(self.path)
         if attr.kind is not FileKind.FILE:
             raise IsDirectoryError(f"{self.path} is not a regular file")
-        self.blocks = await self._reads.blocks(attr.ino)
+        self._take(await self._reads.blocks(attr.ino))
         self.attr = attr
         return self
+
+    def _take(self, blocks: BlockList) -> None:
+        self.blocks = blocks
+        expiries = [
+            dpb.Ticket.FromString(r.ticket).expires_unix_ms / 1000
+            for e in blocks.extents
+            for r in e.replicas
+        ]
+        if expiries:
+            now = time.time()
+            expires = min(expiries)
+            self._renew_at = expires - min(RENEW_MARGIN, (expires - now) / 4)
+
+    async def _renew_tickets(self) -> None:
+        """New tickets for the same blocks once the old ones are about to expire, as long
+        as the file has not changed since it was opened (its version is the same);
+        otherwise the version being read may be gone, and StaleFileError says so."""
+        if time.time() < self._renew_at:
+            return
+        async with self._renewing:
+            if time.time() < self._renew_at:
+                return  # another read renewed them meanwhile
+            assert self.attr is not None and self.blocks is not None
+            # Blocks first, then the version: an unchanged version afterwards means no
+            # commit touched the file before the blocks were read either.
+            blocks = await self._reads.blocks(self.attr.ino)
+            attr = await self._reads.getattr(self.attr.ino)
+            if attr.version != self.attr.version or len(blocks.extents) != len(self.blocks.extents):
+                raise StaleFileError(
+                    f"{self.path} changed after it was opened and its tickets expired: "
+                    "open it again to read the new version"
+                )
+            self._take(blocks)
 
     @property
     def size(self) -> int:
@@ -340,7 +385,7 @@ class FileReader:
         bs = self.blocks.blocksize
         end = self.size if length is None else min(self.size, offset + max(length, 0))
         position = offset
-        for extent in self.blocks.extents:
+        for index, extent in enumerate(self.blocks.extents):
             if position >= end:
                 break
             ext_lo, ext_hi = extent.file_index * bs, extent.file_end * bs
@@ -353,11 +398,24 @@ class FileReader:
                 if position >= end:
                     break
             stop = min(ext_hi, end)
-            pieces = self._extent_bytes(extent, position - ext_lo, stop - position)
-            async with contextlib.aclosing(pieces):
-                async for piece in pieces:
-                    yield piece
-                    position += len(piece)
+            renewed_in_vain = False
+            while position < stop:
+                await self._renew_tickets()
+                renewed = self.blocks.extents[index]  # the same blocks, maybe new tickets
+                pieces = self._extent_bytes(renewed, position - ext_lo, stop - position)
+                before = position
+                try:
+                    async with contextlib.aclosing(pieces):
+                        async for piece in pieces:
+                            yield piece
+                            position += len(piece)
+                except PermissionDeniedError:
+                    # Tickets that lapsed while this extent streamed (a slow consumer) are
+                    # renewed and the read goes on; a refusal of fresh tickets, or of
+                    # renewed ones with no progress since (clocks apart), is final.
+                    if time.time() < self._renew_at or (renewed_in_vain and position == before):
+                        raise
+                    renewed_in_vain = position == before
         if position < end:
             yield bytes(end - position)
 
