@@ -66,13 +66,13 @@ class DatanodeServicer:
             loop = asyncio.get_running_loop()
             # A thread reads, checks and frames the next piece while this one is sent: the
             # event loop only hands finished messages to gRPC.
-            ahead = loop.run_in_executor(None, _next_framed, pieces)
+            ahead = loop.run_in_executor(None, next, pieces, None)
             try:
                 while True:
                     piece = await ahead
                     if piece is None:
                         break
-                    ahead = loop.run_in_executor(None, _next_framed, pieces)
+                    ahead = loop.run_in_executor(None, next, pieces, None)
                     framed, size = piece
                     self.bytes_read += size
                     yield framed
@@ -199,11 +199,6 @@ def _framed_pieces(
             message = dataframes.frame_read_chunk(memoryview(volume.read_blocks(block, n))[lo:hi])
         yield message, hi - lo
         block += n
-
-
-def _next_framed(pieces: Iterator[tuple[bytes, int]]) -> tuple[bytes, int] | None:
-    """The next serialized ReadChunk and its data size, or None at the end."""
-    return next(pieces, None)
 
 
 def _ignore_outcome(future: asyncio.Future[Any]) -> None:

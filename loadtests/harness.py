@@ -20,6 +20,7 @@ from pathlib import Path
 import asyncpg
 import grpc
 
+from loadtests.peak import peak_kib
 from plasmafs.client.local.cluster import (
     start_datanode_process,
     start_namenode_process,
@@ -102,10 +103,7 @@ async def _create_database(admin: str, name: str) -> None:
 
 def peak_rss_mib(pid: int) -> float:
     """The highest resident memory a running process has had (VmHWM), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return peak_kib(pid) / 1024
 
 
 def cpu_seconds(pid: int) -> float:
