@@ -1,50 +1,30 @@
-"""Run a coroutine eagerly: its first step runs now, a Task is made only if it suspends.
+"""Start a request's coroutine as its own Task, eagerly where the loop supports it.
 
-Most namenode requests are answered from the cache without ever suspending; making
-an asyncio Task for each costs more than the lookup itself (Python 3.12's eager task
-factory does the same thing; this is for 3.11).
+Most namenode requests are answered from the cache without ever suspending; on
+Python >= 3.12 the standard library's eager start runs such a request to its end
+inside `create` and no scheduling round is spent on it. Either way the request runs
+as its own Task from its first step, so a timeout it sets (`asyncio.timeout`,
+`wait_for`, which attach to the current task) cancels the request and nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import types
-from collections.abc import Coroutine, Generator
+import sys
+from collections.abc import Coroutine
 from typing import Any
+
+EAGER_TASKS = sys.version_info >= (3, 12)
 
 
 def start_eagerly(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-    """Run `coro` until it first suspends; return the Task that finishes it, or None."""
-    try:
-        suspended_on = coro.send(None)
-    except StopIteration:
+    """Run `coro` as a Task; return it while it runs, or None if it already finished."""
+    loop = asyncio.get_running_loop()
+    if EAGER_TASKS:
+        task: asyncio.Task[None] = asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
+    else:
+        task = loop.create_task(coro)
+    if task.done():
+        task.result()  # a request's own errors are answered; anything else surfaces here
         return None
-    if suspended_on is not None:
-        # A future yielded by `await` is flagged until a Task accepts it, and while
-        # flagged, another coroutine awaiting the same future fails. We accept it here.
-        suspended_on._asyncio_future_blocking = False
-    return asyncio.ensure_future(_resume(coro, suspended_on))
-
-
-async def _resume(coro: Coroutine[Any, Any, None], suspended_on: Any) -> None:
-    await _drive(coro, suspended_on)
-
-
-@types.coroutine
-def _drive(coro: Coroutine[Any, Any, None], suspended_on: Any) -> Generator[Any, Any, None]:
-    # Hand what the coroutine waits on to the Task, and the Task's answers back to it.
-    while True:
-        if suspended_on is not None:
-            suspended_on._asyncio_future_blocking = True  # as `await` left it
-        try:
-            value = yield suspended_on
-        except BaseException as exc:
-            try:
-                suspended_on = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                suspended_on = coro.send(value)
-            except StopIteration:
-                return
+    return task

@@ -93,6 +93,20 @@ async def test_lock_wait_lets_the_later_writer_see_the_earlier_commit(fs: Client
     await t2.abort()
 
 
+async def test_an_expired_lock_wait_fails_the_request_not_the_connection(fs: Client) -> None:
+    await fs.mkdir("/d")
+    holder = await fs.begin()
+    await holder.create("/d/f")
+    waiter = await fs.begin(lock_wait=0.3)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ConflictError):
+        await asyncio.wait_for(waiter.create("/d/f"), 10)
+    assert asyncio.get_running_loop().time() - started < 5
+    # The connection outlived the expired wait: the holder commits on it, others read.
+    await holder.commit()
+    assert await fs.listdir("/d") == ["f"]
+
+
 async def test_conflicting_setattrs_never_lose_an_update(fs: Client) -> None:
     f = await fs.create("/f")
     t1 = await fs.begin()
