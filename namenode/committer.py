@@ -98,7 +98,12 @@ class Committer:
             del self._queue[: self._max_group]
             if self._queue:
                 self._wakeup.set()  # more for an idle lane
-            await self._write(group, lane)
+            try:
+                await self._write(group, lane)
+            except Exception as exc:  # a bug after the write must not stop the lane
+                log.exception("group commit of %d failed after the write", len(group))
+                self._cache.invalidate_all()
+                self._settle_failed(group, StorageError(f"commit outcome unknown: {exc}"))
 
     async def _write(self, group: list[_Pending], lane: int, attempt: int = 1) -> None:
         try:
@@ -155,6 +160,10 @@ class Committer:
         else:
             log.error("commit failed: %s", exc)
             error = StorageError(f"commit failed in the metadata store: {exc}")
+        self._settle_failed(group, error)
+
+    @staticmethod
+    def _settle_failed(group: list[_Pending], error: PlasmaError) -> None:
         for pending in group:
             if not pending.done.done():
                 pending.done.set_exception(error)

@@ -25,7 +25,6 @@ from plasmafs.client.errors import (
     NotDirectoryError,
     NotEmptyError,
     NotFoundError,
-    PlasmaError,
     StorageError,
     TransactionError,
 )
@@ -98,17 +97,23 @@ class Namespace:
         return Txn(txn_id, LockOwner(f"{label}/{txn_id}"), lock_wait)
 
     async def commit(self, txn: Txn) -> None:
-        """Make the transaction's changes durable and visible, then release its locks."""
+        """Make the transaction's changes durable and visible, then release its locks.
+
+        Whatever raises or cancels once committing started, the transaction ends: before
+        its change set is queued it is aborted here; after, `settle` ends it when the
+        group commit is answered, even if the client has gone away meanwhile.
+        """
         txn.check_open()
         txn.state = TxnState.COMMITTING
-        if txn.cs.is_empty():
-            self._finish(txn, TxnState.COMMITTED)
-            return
-        if txn.cs.extents_changed:
-            await self.data.prepare_commit(txn)
         try:
+            if txn.cs.is_empty():
+                self._finish(txn, TxnState.COMMITTED)
+                return
+            if txn.cs.extents_changed:
+                await self.data.prepare_commit(txn)
             done = self.committer.enqueue(txn.cs)
-        except PlasmaError:
+        except BaseException as exc:
+            txn.abort_reason = f"the commit failed: {exc.__class__.__name__}: {exc}"
             self._finish(txn, TxnState.ABORTED)
             raise
 
@@ -127,10 +132,14 @@ class Namespace:
             self._finish(txn, TxnState.ABORTED)
 
     def _finish(self, txn: Txn, state: TxnState) -> None:
+        if txn.state in (TxnState.COMMITTED, TxnState.ABORTED):
+            return  # ended already: its reservations and locks are gone
         txn.state = state
-        if state is TxnState.ABORTED:
-            self.data.aborted_hook(txn.cs)
-        self.locks.release_all(txn.owner)
+        try:
+            if state is TxnState.ABORTED:
+                self.data.aborted_hook(txn.cs)
+        finally:
+            self.locks.release_all(txn.owner)
 
     async def _lock(self, txn: Txn, key: LockKey, exclusive: bool) -> None:
         try:

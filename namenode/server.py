@@ -77,6 +77,26 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         await store.close()
         raise BusyError("another namenode is already serving this database")
     await store.open()
+    namespace = await open_namespace(settings, store)
+    metrics = NamenodeMetrics()
+    namespace.committer.group_observer = metrics.group_size.observe
+    servicer = NamenodeServicer(namespace, settings, metrics)
+    metrics.add_gauges(lambda: gauges(servicer, namespace, namespace.data.registry))
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    pb_grpc.add_NamenodeServicer_to_server(servicer, server)
+    registry = RegistryServicer(namespace.data.registry)
+    pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
+    port = server.add_insecure_port(settings.listen)
+    if port == 0:
+        raise ConfigError(f"cannot listen on {settings.listen}")
+    await server.start()
+    metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
+    return RunningNamenode(server, port, namespace, store, servicer, metrics_port)
+
+
+async def open_namespace(settings: NamenodeSettings, store: Store) -> Namespace:
+    """The namespace over an opened store, with its datanodes, allocator and cache loaded
+    and its committer started."""
     store.release_seconds = settings.ticket_ttl + 60
     blocksize, secret = await store.cluster_settings(
         settings.default_blocksize, secrets.token_bytes(32)
@@ -100,19 +120,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         data=FileData(store, cache, allocator, registry, settings.ticket_ttl),
     )
     await namespace.start()
-    metrics = NamenodeMetrics()
-    namespace.committer.group_observer = metrics.group_size.observe
-    servicer = NamenodeServicer(namespace, settings, metrics)
-    metrics.add_gauges(lambda: gauges(servicer, namespace, registry))
-    server = grpc.aio.server(options=GRPC_OPTIONS)
-    pb_grpc.add_NamenodeServicer_to_server(servicer, server)
-    pb_grpc.add_DatanodeRegistryServicer_to_server(RegistryServicer(registry), server)
-    port = server.add_insecure_port(settings.listen)
-    if port == 0:
-        raise ConfigError(f"cannot listen on {settings.listen}")
-    await server.start()
-    metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
-    return RunningNamenode(server, port, namespace, store, servicer, metrics_port)
+    return namespace
 
 
 def gauges(

@@ -1,0 +1,144 @@
+"""Every transaction that starts committing ends: locks released, reservations returned,
+a typed error raised, whatever fails (failures injected into a real namespace, in
+process, over the test's PostgreSQL database)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from plasmafs.client.errors import StorageError
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.server import open_namespace
+from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.store import Store
+from plasmafs.namenode.transaction import Txn, TxnState
+
+BLOCKSIZE = 64 * 1024
+CAPACITY = 64
+
+
+@pytest.fixture
+async def namespace(dsn: str) -> AsyncIterator[Namespace]:
+    """A namespace over the test's database with one registered datanode."""
+    store = Store(dsn, read_pool_size=2)
+    await store.open()
+    ns = await open_namespace(NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE), store)
+    await ns.data.registry.register(
+        str(uuid.uuid4()), "127.0.0.1", "127.0.0.1:1", BLOCKSIZE, CAPACITY
+    )
+    try:
+        yield ns
+    finally:
+        await ns.stop()
+        await store.close()
+
+
+async def _writing_txn(ns: Namespace, txn_id: int) -> Txn:
+    txn = ns.begin(txn_id, "test", 0.0)
+    attr = await ns.create(txn, b"/f", 0o644, 0, 0, 1, 0)
+    await ns.allocate(txn, attr.ino, 0, 8)
+    assert ns.data.allocator.free_blocks() == CAPACITY - 8
+    return txn
+
+
+def _assert_ended(ns: Namespace, txn: Txn) -> None:
+    assert txn.state is TxnState.ABORTED
+    assert len(ns.locks) == 0
+    assert ns.data.allocator.free_blocks() == CAPACITY
+
+
+async def _can_create_again(ns: Namespace) -> None:
+    txn = ns.begin(99, "test", 0.0)
+    await ns.create(txn, b"/f", 0o644, 0, 0, 1, 0)
+    await ns.commit(txn)
+    assert txn.state is TxnState.COMMITTED
+
+
+async def test_a_failing_commit_preparation_ends_the_transaction(
+    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    txn = await _writing_txn(namespace, 1)
+
+    async def fail(t: Txn) -> None:
+        raise StorageError("injected: the metadata store read failed")
+
+    monkeypatch.setattr(namespace.data, "prepare_commit", fail)
+    with pytest.raises(StorageError, match="injected"):
+        await namespace.commit(txn)
+    _assert_ended(namespace, txn)
+    monkeypatch.undo()
+    await _can_create_again(namespace)
+
+
+async def test_an_unexpected_error_while_queueing_ends_the_transaction(
+    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    txn = await _writing_txn(namespace, 1)
+
+    def fail(cs: object) -> None:
+        raise RuntimeError("injected bug")
+
+    monkeypatch.setattr(namespace.committer, "enqueue", fail)
+    with pytest.raises(RuntimeError):
+        await namespace.commit(txn)
+    _assert_ended(namespace, txn)
+    monkeypatch.undo()
+    await _can_create_again(namespace)
+
+
+async def test_a_commit_cancelled_while_preparing_ends_the_transaction(
+    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    txn = await _writing_txn(namespace, 1)
+    entered = asyncio.Event()
+
+    async def hang(t: Txn) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(namespace.data, "prepare_commit", hang)
+    task = asyncio.ensure_future(namespace.commit(txn))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    _assert_ended(namespace, txn)
+
+
+async def test_a_postgresql_error_ends_the_transaction(namespace: Namespace, dsn: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:  # PostgreSQL itself refuses the commit's rows
+        await conn.execute(
+            """CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN RAISE EXCEPTION 'injected refusal'; END $$;
+               CREATE TRIGGER refuse BEFORE INSERT ON extents
+               FOR EACH ROW EXECUTE FUNCTION refuse()"""
+        )
+    finally:
+        await conn.close()
+    txn = await _writing_txn(namespace, 1)
+    with pytest.raises(StorageError, match="injected refusal"):
+        await namespace.commit(txn)
+    _assert_ended(namespace, txn)
+    await _can_create_again(namespace)
+
+
+async def test_a_failure_after_the_write_leaves_the_committer_running(
+    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(cs: object) -> None:
+        raise RuntimeError("injected bug in publishing")
+
+    monkeypatch.setattr(namespace.data, "committed_hook", fail)
+    txn = namespace.begin(1, "test", 0.0)
+    await namespace.create(txn, b"/g", 0o644, 0, 0, 1, 0)
+    with pytest.raises(StorageError, match="outcome unknown"):
+        await namespace.commit(txn)
+    assert len(namespace.locks) == 0
+    monkeypatch.undo()
+    await _can_create_again(namespace)
