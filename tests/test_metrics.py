@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -53,3 +54,22 @@ async def test_metrics_count_requests_commits_and_cache(dsn: str, tmp_path: Path
     finally:
         await fs.close()
         namenode.stop()
+
+
+async def test_a_scrape_reads_namenode_state_on_the_event_loop() -> None:
+    from plasmafs.namenode.metrics import NamenodeMetrics
+
+    metrics = NamenodeMetrics()
+    read_on: list[int] = []
+
+    def read() -> dict[str, tuple[str, float]]:
+        read_on.append(threading.get_ident())
+        return {"pfs_test_value": ("A value", 42.0)}
+
+    metrics.add_gauges(read)
+    metrics.observe("lookup", 0.001)
+    port = metrics.serve("127.0.0.1:0")
+    values = await asyncio.get_running_loop().run_in_executor(None, _scrape, port)
+    assert values["pfs_test_value"] == 42.0
+    assert values['pfs_namenode_requests_total{op="lookup"}'] == 1.0
+    assert read_on == [threading.get_ident()]  # the loop's thread, not the HTTP server's
