@@ -74,6 +74,12 @@ class Session:
                 if self._out:
                     batch, self._out = self._out, []
                     await write(pb.ServerFrame(responses=batch))
+                    # A response stays in flight until written: when the client stops
+                    # reading, write() waits on HTTP/2 flow control, the bound is reached
+                    # and the reader stops taking requests, so the client's writes block.
+                    self._inflight -= len(batch)
+                    if not self._room.is_set():
+                        self._room.set()
                 if reader.done() and not self._tasks and not self._out:
                     reader.result()
                     return
@@ -89,7 +95,7 @@ class Session:
         try:
             async for frame in frames:
                 for request in frame.requests:
-                    if self._inflight >= self.settings.max_inflight_per_session:
+                    while self._inflight >= self.settings.max_inflight_per_session:
                         self._room.clear()
                         await self._room.wait()
                     self._dispatch(request)
@@ -126,9 +132,6 @@ class Session:
         self.metrics.observe(op or "none", time.perf_counter() - started)
         if response.HasField("error"):
             self.metrics.error(op or "none", response.error.code)
-        self._inflight -= 1
-        if not self._room.is_set():
-            self._room.set()
         self._out.append(response)
         self._out_ready.set()
 
@@ -269,6 +272,7 @@ async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     out.fsstat.used_bytes = st.used_bytes
     out.fsstat.live_datanodes = st.live_datanodes
     out.fsstat.blocksize = st.blocksize
+    out.fsstat.held_bytes = st.held_bytes
     out.fsstat.SetInParent()
 
 
