@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 from plasmafs.client import paths
 from plasmafs.client.attributes import BlockList, FileKind
 from plasmafs.client.client import Client
-from plasmafs.client.errors import NotFoundError
+from plasmafs.client.errors import InvalidArgumentError, NotFoundError
 from plasmafs.client.files import FileReader, FileWriter
 from plasmafs.client.formatting import human_bytes
 
@@ -54,6 +54,8 @@ async def put(fs: Client, local: str, remote: str, replication: int) -> None:
     """Copy a local file (or stdin for '-') into plasmafs."""
     source: BinaryIO
     if local == "-":
+        if sys.stdin is None:  # closed when pfs started
+            raise InvalidArgumentError("-: standard input is closed")
         source, size = sys.stdin.buffer, None
     else:
         source = open(local, "rb")  # noqa: SIM115, ASYNC230 - closed below; opening is quick
@@ -76,7 +78,7 @@ async def put(fs: Client, local: str, remote: str, replication: int) -> None:
         finally:
             progress.finish()
     finally:
-        if source is not sys.stdin.buffer:
+        if local != "-":
             source.close()
     print(f"Copied: {local} -> {paths.normalize(remote)}", file=sys.stderr)
 
