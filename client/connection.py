@@ -5,12 +5,16 @@ futures; a writer task sends the frame as soon as it can, so every request made 
 the previous frame was being written travels in one message. Responses are matched
 to requests by id. If the stream breaks, every waiting request fails with
 ConnectionLostError (the namenode aborts the connection's open transactions).
+
+Closing ends the stream the way the namenode ends it too: the writer half-closes, the
+namenode answers what it has and closes, and only then the channel goes. Every gRPC
+operation of the stream has reported back by then, so nothing completes on an event
+loop after its owner closed it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import grpc
 
@@ -26,6 +30,7 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.enable_retries", 0),
 ]
+CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
 
 
 class Connection:
@@ -91,13 +96,23 @@ class Connection:
 
     async def close(self) -> None:
         """End the stream (the namenode aborts open transactions) and the channel."""
+        # Requests still at the namenode (a lock wait may last long) are not waited for:
+        # the stream is cut at once, as the namenode would otherwise finish them first.
+        cut = bool(self._waiting)
         if self._closed is None:
             self._fail_all(ConnectionLostError("the connection was closed"))
-        with contextlib.suppress(Exception):
-            await self._call.done_writing()
-        self._writer.cancel()
-        self._reader.cancel()
-        await asyncio.gather(self._writer, self._reader, return_exceptions=True)
+        tasks = (self._writer, self._reader)
+        if cut:
+            self._call.cancel()
+        try:
+            _, pending = await asyncio.wait(tasks, timeout=CLOSE_GRACE)
+        finally:
+            if not all(task.done() for task in tasks):
+                self._call.cancel()
+        if pending:
+            # The operations in flight fail at once now; the tasks end when gRPC has
+            # reported them, not later on a loop that may be closed by then.
+            await asyncio.wait(tasks)
         await self._channel.close()
 
     async def _write_loop(self) -> None:
@@ -105,14 +120,17 @@ class Connection:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
+                if self._closed is not None:
+                    break
                 if len(self._frame.requests) == 0:
                     continue
                 frame, self._frame = self._frame, pb.ClientFrame()
                 await self._call.write(frame)
+            await self._call.done_writing()
         except asyncio.CancelledError:
             raise
         except grpc.RpcError as exc:
-            self._fail_all(error_from_rpc(exc))
+            self._fail_all(self._lost(exc))
         except Exception as exc:
             self._fail_all(ConnectionLostError(f"stream to {self.address} failed: {exc}"))
 
@@ -130,17 +148,26 @@ class Connection:
         except asyncio.CancelledError:
             raise
         except grpc.RpcError as exc:
-            reason = error_from_rpc(exc)
-            if not isinstance(reason, ConnectionLostError):
-                reason = ConnectionLostError(f"stream to {self.address} failed: {reason}")
+            reason = self._lost(exc)
         except Exception as exc:
             reason = ConnectionLostError(f"stream to {self.address} failed: {exc}")
         self._fail_all(reason)
 
+    def _lost(self, exc: grpc.RpcError) -> ConnectionLostError:
+        reason = error_from_rpc(exc)
+        if isinstance(reason, ConnectionLostError):
+            return reason
+        return ConnectionLostError(f"stream to {self.address} failed: {reason}")
+
     def _fail_all(self, reason: PlasmaError) -> None:
         if self._closed is None:
             self._closed = reason
+        self._wake.set()  # the writer ends the stream
         waiting, self._waiting = self._waiting, {}
         for future in waiting.values():
             if not future.done():
                 future.set_exception(ConnectionLostError(str(reason)))
+                # Retrieved here: a request nobody awaits any more (a transaction's
+                # begin, a caller that gave up) must not log "exception never retrieved";
+                # whoever still awaits its future gets the error all the same.
+                future.exception()
