@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
-import grp
 import os
-import pwd
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import uvloop
 
@@ -22,12 +21,15 @@ from plasmafs.client import config, formatting, paths, transfer
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
 from plasmafs.client.errors import (
+    ConflictError,
     InvalidArgumentError,
     NotFoundError,
     PlasmaError,
 )
+from plasmafs.client.formatting import Mode, parse_mode, parse_owner, process_umask
 from plasmafs.client.heap import reuse_freed_buffers
 from plasmafs.client.sizes import parse_size as _parse_size
+from plasmafs.client.transaction import Transaction
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -118,7 +120,8 @@ async def _print_entry(
 
 
 async def cmd_mkdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
-    mode = parse_mode(args.mode)
+    # As mkdir(1): a symbolic mode changes a=rwx.
+    mode = parse_mode(args.mode).apply(0o777, directory=True, umask=process_umask())
 
     async def one(path: str) -> None:
         await fs.mkdir(path, mode, parents=args.parents)
@@ -215,11 +218,26 @@ async def cmd_readlink(fs: Client, args: argparse.Namespace, out: Reporter) -> N
 
 async def cmd_chmod(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     mode = parse_mode(args.mode)
+    umask = process_umask()
 
     async def one(path: str) -> None:
-        await fs.chmod(path, mode)
+        if mode.absolute is not None:
+            await fs.chmod(path, mode.absolute)
+        else:
+            await fs.run(lambda t: change_mode(t, path, mode, umask))
 
     await out.each(args.paths, one)
+
+
+async def change_mode(t: Transaction, path: str, mode: Mode, umask: int) -> None:
+    """Apply a symbolic mode to the current mode of `path` (symbolic links followed)."""
+    attr = await t.stat(path)
+    new = mode.apply(attr.mode, directory=attr.kind is FileKind.DIRECTORY, umask=umask)
+    changed = await t.setattr(attr.ino, mode=new)
+    # The stat read committed state before the inode was locked: a change committed
+    # in between would be overwritten. Its version says; Client.run tries again.
+    if changed.version != attr.version + 1:
+        raise ConflictError(f"{path} changed while its mode was being changed")
 
 
 async def cmd_chown(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
@@ -289,39 +307,6 @@ def parse_size(text: str) -> int:
         raise InvalidArgumentError(str(exc)) from None
 
 
-def parse_mode(text: str) -> int:
-    """An octal mode such as 755 or 0o644."""
-    try:
-        mode = int(text.removeprefix("0o"), 8)
-    except ValueError:
-        raise InvalidArgumentError(f"invalid mode {text!r}: give octal digits, e.g. 755") from None
-    if not 0 <= mode <= 0o7777 or text.startswith("-"):
-        raise InvalidArgumentError(f"invalid mode {text!r}: give octal digits from 0 to 7777")
-    return mode
-
-
-def parse_owner(text: str) -> tuple[int | None, int | None]:
-    """OWNER[:GROUP] by name or number."""
-    owner, _, group = text.partition(":")
-    uid = _lookup_id(owner, lambda n: pwd.getpwnam(n).pw_uid, "user") if owner else None
-    gid = _lookup_id(group, lambda n: grp.getgrnam(n).gr_gid, "group") if group else None
-    if uid is None and gid is None:
-        raise InvalidArgumentError(f"invalid owner {text!r}")
-    return uid, gid
-
-
-def _lookup_id(text: str, by_name: Callable[[str], int], what: str) -> int:
-    if text.isdigit():
-        value = int(text)
-        if value > 0xFFFFFFFF:
-            raise InvalidArgumentError(f"{what} id {text} is out of range")
-        return value
-    try:
-        return by_name(text)
-    except KeyError:
-        raise InvalidArgumentError(f"unknown {what} {text!r}") from None
-
-
 # --- local cluster ------------------------------------------------------------------------
 
 
@@ -385,6 +370,31 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser. With `leading_mode`, a first argument such as `-w` or
+    `-x,o+r` is the mode, as chmod(1) reads `chmod -w FILE`, not an unknown option."""
+
+    def __init__(self, *args: Any, leading_mode: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.leading_mode = leading_mode
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As ArgumentParser's, after marking a leading mode as positional."""
+        if self.leading_mode and args and _looks_like_mode(args[0]):
+            args = ["--", *args]
+        return super().parse_known_args(args, namespace)
+
+
+def _looks_like_mode(arg: str) -> bool:
+    if not arg.startswith("-") or arg in ("--", "-h", "--help"):
+        return False
+    try:
+        parse_mode(arg)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = argparse.ArgumentParser(prog="pfs", description="plasmafs command-line client")
@@ -397,7 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read through gRPC even from datanodes on this host (like PFS_LOCAL_READS=0)",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
+    )
 
     p = sub.add_parser("ls", help="list directories")
     p.add_argument("-l", dest="long", action="store_true", help="long format")
@@ -407,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*")
     p = sub.add_parser("mkdir", help="create directories")
     p.add_argument("-p", dest="parents", action="store_true", help="create parents, allow existing")
-    p.add_argument("-m", dest="mode", default="755", help="octal mode (default 755)")
+    p.add_argument(
+        "-m", dest="mode", default="755", help="octal or symbolic mode, as chmod (default 755)"
+    )
     p.add_argument("paths", nargs="+")
     p = sub.add_parser("rmdir", help="remove empty directories")
     p.add_argument("paths", nargs="+")
@@ -424,10 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p = sub.add_parser("readlink", help="print symbolic link targets")
     p.add_argument("paths", nargs="+")
-    p = sub.add_parser("chmod", help="change permission bits (octal)")
+    p = sub.add_parser(
+        "chmod",
+        help="change permission bits: octal (755) or symbolic (u+x,go-w)",
+        leading_mode=True,
+    )
     p.add_argument("mode")
     p.add_argument("paths", nargs="+")
-    p = sub.add_parser("chown", help="change owner (OWNER[:GROUP])")
+    p = sub.add_parser("chown", help="change owner and/or group (OWNER, OWNER:GROUP, :GROUP)")
     p.add_argument("owner")
     p.add_argument("paths", nargs="+")
     p = sub.add_parser("stat", help="show attributes")
