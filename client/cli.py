@@ -70,7 +70,10 @@ async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     for target in targets:
         try:
             path = paths.normalize(target)
-            attr = await fs.lookup(path, follow=not args.directory)
+            # As ls(1): with -l or -d a link is shown itself, unless a trailing slash
+            # asks for the directory it leads to.
+            follow = not (args.long or args.directory) or target.rstrip("/") != target
+            attr = await _given_path(fs, path, follow=follow)
         except PlasmaError as exc:
             out.error(str(exc))
             continue
@@ -96,6 +99,20 @@ async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             queue[0:0] = subdirs
     if out.failed:
         raise CommandFailed
+
+
+async def _given_path(fs: Client, path: str, *, follow: bool) -> Attr:
+    """What `ls` shows for a path it was given, as ls(1) does: a symbolic link itself,
+    unless `follow` and it leads to a directory (then that directory is listed). With -l
+    or -d a link is shown as `name -> target`, even a dangling or looping one."""
+    attr = await fs.lookup(path)
+    if attr.kind is not FileKind.SYMLINK or not follow:
+        return attr
+    try:
+        target = await fs.stat(path)
+    except NotFoundError:
+        return attr  # dangling: its name is listed
+    return target if target.kind is FileKind.DIRECTORY else attr
 
 
 async def _print_entry(
