@@ -276,9 +276,26 @@ async def cmd_stat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
 async def cmd_put(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     if args.replication is not None and args.replication < 1:
         raise InvalidArgumentError(f"replication must be at least 1, not {args.replication}")
-    if args.local != "-" and not os.path.isfile(args.local):
-        raise InvalidArgumentError(f"{args.local}: not a readable local file")
-    await transfer.put(fs, args.local, args.remote, args.replication or 0)
+    dest = paths.normalize(args.remote)
+    try:
+        into_dir = (await fs.stat(dest)).kind is FileKind.DIRECTORY
+    except NotFoundError:
+        into_dir = False
+    if not into_dir and (len(args.local) > 1 or args.remote.endswith("/")):
+        raise_usage(f"target {args.remote} is not a directory")
+
+    async def one(local: str) -> None:
+        if local == "-" and into_dir:
+            raise InvalidArgumentError(
+                f"-: standard input has no name to put into directory {dest}; give a file path"
+            )
+        if local != "-" and not os.path.isfile(local):
+            raise InvalidArgumentError(f"{local}: not a readable local file")
+        # As cp and `hdfs dfs -put`: into a directory under the local file's name.
+        remote = paths.join(dest, os.path.basename(local)) if into_dir else dest
+        await transfer.put(fs, local, remote, args.replication or 0)
+
+    await out.each(args.local, one)
 
 
 async def cmd_get(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
@@ -468,10 +485,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stat", help="show attributes")
     p.add_argument("paths", nargs="+")
     sub.add_parser("fsstat", help="namespace counts and cluster space")
-    p = sub.add_parser("put", help="copy a local file (or - for stdin) into plasmafs")
+    p = sub.add_parser(
+        "put", help="copy local files (or - for stdin) into plasmafs, or into a directory there"
+    )
     p.add_argument("-rep", "--replication", type=int, help="replicas (default: the cluster's)")
-    p.add_argument("local")
-    p.add_argument("remote")
+    p.add_argument("local", nargs="+", metavar="LOCAL")
+    p.add_argument("remote", metavar="REMOTE")
     p = sub.add_parser("get", help="copy a file out of plasmafs (to - for stdout)")
     p.add_argument("remote")
     p.add_argument("local")

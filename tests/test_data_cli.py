@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from plasmafs.client import Client, FileWriter, SyncClient
+from plasmafs.client import Client, FileKind, FileWriter, SyncClient
 from tests.conftest import DataCluster
 
 BS = 64 * 1024
@@ -112,3 +112,59 @@ def test_local_file_errors_are_one_line(data_cluster: DataCluster, tmp_path: Pat
     err = result.stderr.decode()
     assert result.returncode == 1 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("pfs: get: ") and "No such file or directory" in err
+
+
+def test_put_into_an_existing_directory_takes_the_local_name(
+    data_cluster: DataCluster, tmp_path: Path
+) -> None:
+    files = {name: os.urandom(n) for name, n in [("a.bin", 3 * BS + 1), ("b.txt", 5), ("c", 0)]}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    local = [str(tmp_path / name) for name in files]
+    with SyncClient(data_cluster.namenode.address) as fs:
+        fs.mkdir("/dir")
+        fs.mkdir("/other")
+        fs.symlink("/to-other", "/other")
+        fs.write_file("/plain", b"plain")
+
+        one = _pfs(data_cluster, "put", local[0], "/dir")
+        assert one.returncode == 0, one.stderr
+        assert one.stderr.decode() == f"Copied: {local[0]} -> /dir/a.bin\n"
+        assert fs.read_file("/dir/a.bin") == files["a.bin"]
+
+        several = _pfs(data_cluster, "put", "-rep", "2", *local, "/other/")
+        assert several.returncode == 0, several.stderr
+        assert sorted(fs.listdir("/other")) == sorted(files)
+        for name, data in files.items():
+            assert fs.read_file(f"/other/{name}") == data
+            assert fs.stat(f"/other/{name}").replication == 2
+
+        through_link = _pfs(data_cluster, "put", local[1], "/to-other")
+        assert through_link.returncode == 0, through_link.stderr
+        assert fs.lookup("/to-other").kind is FileKind.SYMLINK  # still the link
+        assert fs.read_file("/other/b.txt") == files["b.txt"]
+
+        # A missing source among several: one error line, the others are copied.
+        fs.mkdir("/mixed")
+        mixed = _pfs(data_cluster, "put", local[0], str(tmp_path / "missing"), local[1], "/mixed")
+        errors = [line for line in mixed.stderr.decode().splitlines() if line.startswith("pfs:")]
+        assert mixed.returncode == 1 and len(errors) == 1, mixed.stderr
+        assert "not a readable local file" in errors[0]
+        assert sorted(fs.listdir("/mixed")) == ["a.bin", "b.txt"]
+
+        # Several sources need a directory as the target; - has no name to put there.
+        before = sorted(fs.listdir("/"))
+        for args, fragment in [
+            ((*local, "/plain"), "target /plain is not a directory"),
+            ((*local, "/nowhere"), "target /nowhere is not a directory"),
+            ((local[0], "/nowhere/"), "target /nowhere/ is not a directory"),
+            (("-", "/dir"), "standard input"),
+        ]:
+            result = _pfs(data_cluster, "put", *args, stdin=b"piped")
+            err = result.stderr.decode()
+            assert result.returncode != 0 and "Traceback" not in err, (args, err)
+            assert len(err.splitlines()) == 1 and err.startswith("pfs: put: "), (args, err)
+            assert fragment in err, (args, err)
+        assert sorted(fs.listdir("/")) == before
+        assert fs.read_file("/plain") == b"plain"
+        assert sorted(fs.listdir("/dir")) == ["a.bin"]
