@@ -552,7 +552,9 @@ def test_local_up_that_fails_leaves_no_daemons_behind(tmp_path: Path) -> None:
             run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120), None
         )
         assert_ok(run_pfs(env, "local", "down", timeout=120), None)
-        # the volume exists with 64M: asking for another size must fail cleanly
+        # the volume exists with 64M: asking for another size must fail cleanly (without
+        # the recorded shape, which `up` checks first, the datanode is the one to refuse)
+        (home / "shape.json").unlink()
         failed = run_pfs(env, "local", "up", "--datanodes", "2", "--capacity", "128M", timeout=120)
         assert_error(failed, "local", "has 64 blocks, the settings ask for 128")
         assert _daemons_under(home) == []

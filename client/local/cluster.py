@@ -67,6 +67,40 @@ def _save_shape(home: Path, shape: dict[str, int]) -> None:
     (home / SHAPE_FILE).write_text(json.dumps(shape, indent=2) + "\n")
 
 
+def _check_shape(
+    home: Path, shape: dict[str, int], capacity: int | None, blocksize: int | None
+) -> None:
+    """Refuse, before anything starts, sizes other than those the volumes were made with."""
+    asked = {"capacity": capacity, "blocksize": blocksize}
+    differs = [k for k, v in asked.items() if v and k in shape and v != shape[k]]
+    if differs:
+        given = " ".join(f"--{k} {_size_flag(asked[k] or 0)}" for k in differs)
+        made = _shape_flags(shape)
+        raise ConfigError(
+            f"the cluster in {home} was made with {made}, not {given}: run `pfs local up` "
+            f"without {' and '.join(f'--{k}' for k in differs)} (or with {made}), "
+            + _start_afresh(home)
+        )
+
+
+def _start_afresh(home: Path) -> str:
+    return f"or `pfs local down` and remove {home} to start a new, empty cluster"
+
+
+def _shape_flags(shape: dict[str, int]) -> str:
+    return " ".join(
+        f"--{k} {_size_flag(shape[k])}" for k in ("capacity", "blocksize") if k in shape
+    )
+
+
+def _size_flag(n: int) -> str:
+    """A size as `pfs local up` takes it: 64M, 2G, 512K or bytes."""
+    for unit, size in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
 def load_state(home: Path) -> ClusterState | None:
     """The recorded cluster, or None."""
     path = _state_path(home)
@@ -219,6 +253,7 @@ def up(
     home.mkdir(parents=True, exist_ok=True)
     state = load_state(home)
     shape = _load_shape(home)  # what the cluster was made with; kept across `down`
+    _check_shape(home, shape, capacity, blocksize)
     datanodes = datanodes if datanodes is not None else int(shape.get("datanodes", 2))
     capacity = capacity or int(shape.get("capacity", 2 * 1024**3))
     blocksize = blocksize or int(shape.get("blocksize", 1024**2))
@@ -256,15 +291,26 @@ def up(
         },
     )
     state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize, metrics)
-    _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
     try:
         for k in range(datanodes):
             directory = home / f"datanode-{k + 1}"
-            dn_pid, dn_address = start_datanode_process(directory, address, capacity, blocksize)
+            existed = directory.exists()
+            try:
+                dn_pid, dn_address = start_datanode_process(directory, address, capacity, blocksize)
+            except StorageError as exc:
+                if not existed:
+                    raise
+                raise StorageError(
+                    f"{exc}; if its volume has another size, run `pfs local up` with the "
+                    f"--capacity and --blocksize it was made with, {_start_afresh(home)}"
+                ) from exc
             state.datanodes.append({"pid": dn_pid, "address": dn_address, "dir": str(directory)})
     except BaseException:
         _stop_daemons(state)  # no half-started cluster left running behind the error
         raise
+    # Recorded only now: a shape whose volumes refused it would make every later plain
+    # `pfs local up` fail the same way.
+    _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
     tmp = _state_path(home).with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
     tmp.replace(_state_path(home))
