@@ -9,7 +9,9 @@ allowed. When either side goes away the segment is freed with the last descripto
 
 Whether to use it: the replica's datanode must name this host (its host identity,
 default the hostname) and a socket path that exists here, and PFS_LOCAL_READS must not
-be "0". Any failure of the local path falls back to gRPC.
+be "0". Any failure of the local path falls back to gRPC, a refusal too: a datanode
+serves a bounded number of local-read connections and answers any more with
+UnavailableError.
 """
 
 from __future__ import annotations
@@ -119,7 +121,13 @@ class LocalConnection:
         if self._on_loop:
             self._sock.settimeout(self._timeout)
             self._on_loop = False
-        self._sock.sendall(frame(request))
+        if self._segment is None:
+            # A datanode at its cap on connections answers with a refusal and closes at
+            # once, perhaps before the request is sent: the refusal is still there to read.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._sock.sendall(frame(request))
+        else:
+            self._sock.sendall(frame(request))
         if self._segment is None:
             head, fds, _, _ = socket.recv_fds(self._sock, 4, 1)
             if len(head) < 4:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -96,19 +97,41 @@ async def serve(settings: DatanodeSettings) -> None:
         sync=settings.sync != "none",
         direct=settings.sync == "direct",
     )
+    io = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="pfs-io")
     registration = Registration()
+    local = None
+    if settings.local_reads:
+        local = LocalReadServer(
+            settings.local_socket or settings.volume / "datanode.sock",
+            volume,
+            registration,
+            settings.local_read_connections,
+        )
+    try:
+        await _serve(settings, volume, registration, io, local)
+    finally:
+        # Every thread that reads or writes the volume has ended before it closes.
+        if local is not None:
+            await asyncio.to_thread(local.stop)
+        await asyncio.to_thread(io.shutdown)
+        volume.close()
+
+
+async def _serve(
+    settings: DatanodeSettings,
+    volume: Volume,
+    registration: Registration,
+    io: ThreadPoolExecutor,
+    local: LocalReadServer | None,
+) -> None:
     server = grpc.aio.server(options=GRPC_OPTIONS)
-    add_to_server(DatanodeServicer(volume, registration), server)
+    add_to_server(DatanodeServicer(volume, registration, io), server)
     port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
     host = settings.listen.rpartition(":")[0]
     address = settings.advertise or f"{host}:{port}"
-    local: LocalReadServer | None = None
-    if settings.local_reads:
-        local = LocalReadServer(
-            settings.local_socket or settings.volume / "datanode.sock", volume, registration
-        )
+    if local is not None:
         local.start()
     period = await register(settings, volume, address, registration, local.path if local else None)
     await server.start()
@@ -124,7 +147,4 @@ async def serve(settings: DatanodeSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     beating.cancel()
-    if local is not None:
-        local.stop()
     await server.stop(5)
-    volume.close()

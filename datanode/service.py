@@ -2,8 +2,9 @@
 
 Reads stream the range in large messages, verifying every block's checksum. Writes
 take a stream of bytes for one block range and answer only once the data is durable
-(fdatasync, unless the volume's sync policy says otherwise). Disk work runs in a
-thread so the event loop keeps serving other calls.
+(fdatasync, unless the volume's sync policy says otherwise). Disk work runs on the
+executor the servicer is given (a fixed number of threads) so the event loop keeps
+serving other calls.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Executor
 from typing import Any
 
 import grpc
@@ -34,11 +36,12 @@ class Registration:
 
 
 class DatanodeServicer:
-    """Serves one volume."""
+    """Serves one volume; its disk work runs on `io`."""
 
-    def __init__(self, volume: Volume, registration: Registration) -> None:
+    def __init__(self, volume: Volume, registration: Registration, io: Executor) -> None:
         self.volume = volume
         self.registration = registration
+        self.io = io
         self.bytes_read = 0
         self.bytes_written = 0
 
@@ -66,13 +69,13 @@ class DatanodeServicer:
             loop = asyncio.get_running_loop()
             # A thread reads, checks and frames the next piece while this one is sent: the
             # event loop only hands finished messages to gRPC.
-            ahead = loop.run_in_executor(None, next, pieces, None)
+            ahead = loop.run_in_executor(self.io, next, pieces, None)
             try:
                 while True:
                     piece = await ahead
                     if piece is None:
                         break
-                    ahead = loop.run_in_executor(None, next, pieces, None)
+                    ahead = loop.run_in_executor(self.io, next, pieces, None)
                     framed, size = piece
                     self.bytes_read += size
                     yield framed
@@ -120,7 +123,7 @@ class DatanodeServicer:
                 if disk is not None:
                     await disk
                 disk = loop.run_in_executor(
-                    None, self.volume.write_blocks, start + written // bs, whole
+                    self.io, self.volume.write_blocks, start + written // bs, whole
                 )
                 written += len(whole)
             if disk is not None:
@@ -128,9 +131,11 @@ class DatanodeServicer:
             if written + len(pending) > limit:
                 raise InvalidArgumentError(f"more than {count} blocks of data")
             if pending:
-                await asyncio.to_thread(self.volume.write_blocks, start + written // bs, pending)
+                await loop.run_in_executor(
+                    self.io, self.volume.write_blocks, start + written // bs, pending
+                )
                 written += len(pending)
-            await asyncio.to_thread(self.volume.flush)
+            await loop.run_in_executor(self.io, self.volume.flush)
             self.bytes_written += written
             return dpb.WriteReply(bytes_written=written)
         except PlasmaError as exc:

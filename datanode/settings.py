@@ -35,6 +35,16 @@ class DatanodeSettings(DaemonSettings):
         default=None, description="Unix socket for local reads (default: in the volume)"
     )
     local_reads: bool = Field(default=True, description="serve shared-memory local reads")
+    local_read_connections: int = Field(
+        default=64,
+        ge=1,
+        le=4096,
+        description="local-read connections served at once (a thread and a shared-memory "
+        "segment each); more are refused and those clients read over gRPC",
+    )
+    io_threads: int = Field(
+        default=8, ge=1, le=256, description="threads for the disk I/O of gRPC reads and writes"
+    )
     ready_file: Path | None = None
     register_timeout: float = Field(default=60.0, gt=0)
     log_level: str = "INFO"
