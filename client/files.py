@@ -20,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import operator
+import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
+from typing import NoReturn
 
 from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind
 from plasmafs.client.datapath import DataChannels, read_range, write_range
@@ -50,8 +53,57 @@ QUEUE_BYTES = 8 * 1024 * 1024  # queued per replica stream, at most
 RENEW_MARGIN = 60.0
 
 
-class FileWriter:
+class _FileObject:
+    """What Python's io objects share: ValueError once closed, io.UnsupportedOperation for
+    what this kind of file cannot do, and readable()/writable()/seekable() to ask first."""
+
+    _capabilities: frozenset[str] = frozenset()
+    closed: bool
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+
+    def _unsupported(self, operation: str) -> NoReturn:
+        self._check_open()
+        raise io.UnsupportedOperation(f"{operation}: {type(self).__name__} cannot do that")
+
+    def readable(self) -> bool:
+        """True if read() may be used."""
+        self._check_open()
+        return "read" in self._capabilities
+
+    def writable(self) -> bool:
+        """True if write() may be used."""
+        self._check_open()
+        return "write" in self._capabilities
+
+    def seekable(self) -> bool:
+        """True if seek() may be used."""
+        self._check_open()
+        return "seek" in self._capabilities
+
+    async def read(self, n: int | None = -1) -> bytes:
+        """Not supported by this kind of file."""
+        self._unsupported("read")
+
+    async def readinto(self, buffer: bytearray | memoryview) -> int:
+        """Not supported by this kind of file."""
+        self._unsupported("readinto")
+
+    async def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Not supported by this kind of file."""
+        self._unsupported("write")
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Not supported by this kind of file."""
+        self._unsupported("seek")
+
+
+class FileWriter(_FileObject):
     """An open file being written (binary; sequential)."""
+
+    _capabilities = frozenset({"write"})
 
     def __init__(
         self,
@@ -115,8 +167,7 @@ class FileWriter:
         `bytes` are sent without a copy; other buffers are copied first, since the caller
         may reuse them before the queued data has gone out.
         """
-        if self.closed:
-            raise ValueError("write to a closed file")
+        self._check_open()
         bs = self._bs
         view = memoryview(data)
         if not isinstance(view.obj, bytes):
@@ -140,6 +191,11 @@ class FileWriter:
             await self._fail()
             raise
         return len(data)
+
+    def tell(self) -> int:
+        """The bytes written so far."""
+        self._check_open()
+        return self._written + len(self._buffer)
 
     async def _send(self, chunk: bytes | memoryview) -> None:
         """Hand `chunk` to the current extent's replicas, splitting it where an extent
@@ -267,6 +323,7 @@ class FileWriter:
             await self._fail()
 
     async def __aenter__(self) -> FileWriter:
+        self._check_open()
         return self
 
     async def __aexit__(
@@ -281,8 +338,10 @@ class FileWriter:
             await self.abort()
 
 
-class FileReader:
+class FileReader(_FileObject):
     """An open file being read (binary; random access)."""
+
+    _capabilities = frozenset({"read", "seek"})
 
     def __init__(self, reads: CommittedReads, channels: DataChannels, path: str) -> None:
         self._reads = reads
@@ -345,33 +404,48 @@ class FileReader:
         assert self.blocks is not None
         return self.blocks.size
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        """Move the position, as io.RawIOBase.seek does."""
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Move the position, as io.RawIOBase.seek does; returns the new position."""
+        self._check_open()
+        offset = operator.index(offset)
+        whence = operator.index(whence)
+        if whence == os.SEEK_SET:
+            base = 0
+        elif whence == os.SEEK_CUR:
+            base = self._position
+        elif whence == os.SEEK_END:
+            base = self.size
+        else:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
         if base + offset < 0:
-            raise InvalidArgumentError("negative seek position")
+            raise ValueError(f"negative seek position {base + offset}")
         self._position = base + offset
         return self._position
 
     def tell(self) -> int:
         """The current position."""
+        self._check_open()
         return self._position
 
-    async def read(self, n: int = -1) -> bytes:
-        """Up to `n` bytes from the position (all the rest with n < 0)."""
+    async def read(self, n: int | None = -1) -> bytes:
+        """Up to `n` bytes from the position (all the rest with n < 0 or None)."""
+        self._check_open()
+        n = -1 if n is None else operator.index(n)
         end = self.size if n < 0 else min(self.size, self._position + n)
-        data = await self.pread(self._position, end - self._position)
+        data = await self.pread(self._position, max(end - self._position, 0))
         self._position += len(data)
         return data
 
     async def readinto(self, buffer: bytearray | memoryview) -> int:
         """Fill `buffer` from the position; returns the number of bytes read."""
+        self._check_open()
         data = await self.read(len(buffer))
         memoryview(buffer)[: len(data)] = data
         return len(data)
 
     async def pread(self, offset: int, length: int) -> bytes:
-        """Bytes [offset, offset+length) of the file (holes read as zeros)."""
+        """Bytes [offset, offset+length) of the file, fewer at its end (holes read as
+        zeros); the position does not move."""
         out = bytearray()
         async for piece in self.stream(offset, length):
             out += piece
@@ -381,6 +455,10 @@ class FileReader:
         self, offset: int = 0, length: int | None = None
     ) -> AsyncGenerator[bytes | memoryview, None]:
         """The file's bytes from `offset`, as the datanodes send them."""
+        self._check_open()
+        offset = operator.index(offset)
+        if offset < 0:
+            raise InvalidArgumentError(f"negative offset {offset}")
         assert self.blocks is not None
         bs = self.blocks.blocksize
         end = self.size if length is None else min(self.size, offset + max(length, 0))
@@ -469,6 +547,7 @@ class FileReader:
         self.closed = True
 
     async def __aenter__(self) -> FileReader:
+        self._check_open()
         return self
 
     async def __aexit__(

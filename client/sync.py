@@ -78,9 +78,11 @@ class _Facade:
 
 
 class _ScopedFacade(_Facade):
-    """A facade over an async context manager: `with` runs its `__aexit__` on the loop."""
+    """A facade over an async context manager: `with` runs its `__aenter__` and
+    `__aexit__` on the loop (a closed file refuses a new `with`, as io's do)."""
 
     def __enter__(self) -> Self:
+        self._runner.call(self._target.__aenter__)
         return self
 
     def __exit__(
