@@ -33,6 +33,7 @@ from plasmafs.client.errors import (
     ExistsError,
     InvalidArgumentError,
     IsDirectoryError,
+    NoSpaceError,
     PermissionDeniedError,
     PlasmaError,
     StaleFileError,
@@ -128,6 +129,7 @@ class FileWriter(_FileObject):
         self._since_commit = 0
         self._buffer = bytearray()
         self._runs: list[Extent] = []
+        self._max_run = MAX_RUN_BLOCKS  # lowered when the cluster had less to give
         self._current: Extent | None = None
         self._current_used = 0  # bytes written into the current extent
         self._queues: list[asyncio.Queue[bytes | memoryview | None]] = []
@@ -257,7 +259,20 @@ class FileWriter(_FileObject):
             want = RUN_BLOCKS
         until_commit = self._commit_every - self._since_commit
         want = max(1, min(want, (until_commit + self._bs - 1) // self._bs))  # end at a commit
-        blocks = await self._txn.allocate(self.attr.ino, next_block, want)
+        want = min(want, self._max_run)
+        while True:
+            try:
+                blocks = await self._txn.allocate(self.attr.ino, next_block, want)
+                break
+            except NoSpaceError:
+                if want == 1:
+                    raise
+                # A nearly full cluster may still hold fewer blocks (a write of unknown
+                # size asks for a long run): ask for half. A refused allocation reserves
+                # nothing and leaves the transaction usable. Later runs of this file
+                # start from what was granted, not from refusals again.
+                want //= 2
+                self._max_run = want
         self._runs = list(blocks.extents)
 
     async def _end_extent(self) -> None:
