@@ -123,7 +123,7 @@ _PERM_BITS = {
 }
 _CLASS_BITS = {"u": statmod.S_IRWXU, "g": statmod.S_IRWXG, "o": statmod.S_IRWXO}
 # ASCII only: [0-7] never matches other scripts' digits, and no sign, space or "_".
-_OCTAL = re.compile(r"(?:0o)?([0-7]+)")
+_OCTAL = re.compile(r"(?:0o)?([0-7]+)")  # 0o: Python's spelling, which pfs always took
 # [ugo] first: findall must not take the empty perms before a copied class.
 _CLAUSE = re.compile(r"([ugoa]*)((?:[-+=](?:[ugo]|[rwxXst]*))+)")
 _ACTION = re.compile(r"([-+=])([ugo]|[rwxXst]*)")
@@ -146,7 +146,6 @@ class ModeChange:
 class Mode:
     """A mode argument: absolute (octal digits) or symbolic changes to the current mode."""
 
-    text: str
     absolute: int | None
     changes: tuple[ModeChange, ...] = ()
 
@@ -183,7 +182,7 @@ def parse_mode(text: str) -> Mode:
         mode = int(octal.group(1), 8)
         if mode > ALL_BITS:
             raise InvalidArgumentError(f"invalid mode {text!r}: octal modes go up to 7777")
-        return Mode(text, mode)
+        return Mode(mode)
     changes: list[ModeChange] = []
     for clause in text.split(","):
         matched = _CLAUSE.fullmatch(clause)
@@ -197,7 +196,7 @@ def parse_mode(text: str) -> Mode:
             who |= _WHO_BITS[letter]
         for op, perms in _ACTION.findall(matched.group(2)):
             changes.append(_change(op, who, perms))
-    return Mode(text, None, tuple(changes))
+    return Mode(None, tuple(changes))
 
 
 def _change(op: str, who: int, perms: str) -> ModeChange:
