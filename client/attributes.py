@@ -108,6 +108,7 @@ class FsStat:
     used_bytes: int
     live_datanodes: int
     blocksize: int
+    held_bytes: int = 0  # released but still readable with live tickets; part of used
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,10 @@ class ShutdownError(PlasmaError):
     posix_errno = _errno.ESHUTDOWN
 
 
+class NotActiveError(ShutdownError):
+    """This namenode is not the active one (its lock or term ended); nothing was written."""
+
+
 class NoSpaceError(PlasmaError):
     """No space left on the cluster."""
 

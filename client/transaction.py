@@ -151,6 +151,7 @@ class Reads:
             f.used_bytes,
             f.live_datanodes,
             f.blocksize,
+            f.held_bytes,
         )
 
 

@@ -3,8 +3,8 @@
 New data is placed in long contiguous runs (at least RUN blocks where space allows),
 alternating across datanodes run by run, each replica on a distinct datanode, and
 continuing right after the file's previous blocks on a datanode when that space is
-free (PlasmaFS's placement). Blocks released by a commit rest in quarantine until
-the tickets that may still read them have expired.
+free (PlasmaFS's placement). Blocks released by a commit while read tickets for them
+may live are held back (in quarantine) until those tickets have expired.
 
 The allocator is rebuilt at namenode start from what PostgreSQL says is in use
 (extents and quarantined ranges); a transaction's reservations live only here, so a
@@ -127,10 +127,12 @@ class Allocator:
             return self._free[datanode].total
         return sum(r.total for r in self._free.values())
 
-    def quarantined_blocks(self) -> int:
-        """Blocks waiting out their quarantine."""
+    def held_blocks(self, datanodes: list[int] | None = None) -> int:
+        """Released blocks held back until read tickets for them expire (of the given,
+        default all, datanodes)."""
         self._expire()
-        return sum(q[3] for q in self._quarantine)
+        keep = None if datanodes is None else set(datanodes)
+        return sum(q[3] for q in self._quarantine if keep is None or q[1] in keep)
 
     def capacity_blocks(self, datanodes: list[int] | None = None) -> int:
         """Total blocks of the given (default: all) datanodes."""

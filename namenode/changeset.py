@@ -44,6 +44,8 @@ class ChangeSet:
     extents_changed: set[int] = field(default_factory=set)
     extents_replaced: set[tuple[int, int, int]] = field(default_factory=set)
     final_extents: dict[int, tuple[ExtentRow, ...]] = field(default_factory=dict)
+    # Released blocks stay unused until then (time.time()): read tickets for them live.
+    held_until: float = 0.0
 
     def is_empty(self) -> bool:
         """True when committing would change nothing."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from plasmafs.client.attributes import FileKind
-from plasmafs.client.errors import PlasmaError, ShutdownError, StorageError
+from plasmafs.client.errors import NotActiveError, PlasmaError, ShutdownError, StorageError
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.store import Store, is_connection_error, is_retryable
@@ -50,12 +50,16 @@ class Committer:
         cache: NamespaceCache,
         max_group: int,
         on_committed: Callable[[ChangeSet], None],
+        term: Callable[[], int],
+        on_term_ended: Callable[[str], None],
         lanes: int = 1,
     ) -> None:
         self._store = store
         self._cache = cache
         self._max_group = max_group
         self._on_committed = on_committed
+        self._term = term  # the namenode's term; raises NotActiveError while it may not write
+        self._on_term_ended = on_term_ended
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
         self._lanes = lanes
@@ -107,7 +111,18 @@ class Committer:
 
     async def _write(self, group: list[_Pending], lane: int, attempt: int = 1) -> None:
         try:
-            touched = await self._store.apply([p.changeset for p in group], lane)
+            term = self._term()
+        except NotActiveError as exc:
+            self.stats.failed += len(group)
+            self._settle_failed(group, exc)
+            return
+        try:
+            touched = await self._store.apply([p.changeset for p in group], lane, term)
+        except NotActiveError as exc:  # PostgreSQL says another namenode took over
+            self.stats.failed += len(group)
+            self._on_term_ended(str(exc))
+            self._settle_failed(group, exc)
+            return
         except Exception as exc:
             if is_retryable(exc) and attempt < 5:
                 log.info("group commit of %d: %s; retrying", len(group), exc)

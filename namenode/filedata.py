@@ -2,16 +2,24 @@
 
 A transaction sees a file's committed extents plus its own changes. Allocation and
 truncation lock the inode exclusively, so a transaction's view of a file it changes is
-exact, and at commit that view becomes the committed one. Blocks a commit drops go into
-quarantine (PostgreSQL's released_extents and the allocator) for longer than any ticket
-for them lives, so a reader that fetched the old block list reads the old data to the
-end; blocks a transaction reserved and then dropped, or that an abort discards, are
-free again at once.
+exact, and at commit that view becomes the committed one.
+
+Blocks a commit drops are held back only while a read ticket for them may live: the
+namenode remembers until when it issued read tickets for each file, so the blocks of a
+file nobody read within a ticket's lifetime are free again at once, and those of a
+file being read stay unused (PostgreSQL's released_extents and the allocator) until
+the readers' tickets expire, so a reader that fetched the old block list reads the old
+data to the end. Readers renew their tickets only while the file is unchanged. Tickets
+issued before a restart are covered by a horizon kept in PostgreSQL, raised before a
+ticket that would outlive it goes out. Blocks a transaction reserved and then dropped,
+or that an abort discards, are free again at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from plasmafs.client import tickets
@@ -66,6 +74,15 @@ class FileData:
         self.allocator = allocator
         self.registry = registry
         self.ticket_ttl = ticket_ttl
+        self._read_grants: dict[int, float] = {}  # ino -> its read tickets expire by then
+        self._prune_at = 4096
+        self._horizon = 0.0  # no read ticket lives past it (also recorded in PostgreSQL)
+        self._horizon_lock = asyncio.Lock()
+        self._started_horizon = 0.0  # the same for tickets issued before this start
+
+    async def load(self) -> None:
+        """Read how long read tickets issued before this start may live."""
+        self._horizon = self._started_horizon = await self.store.read_grants_until()
 
     # --- views ----------------------------------------------------------------------------
 
@@ -133,6 +150,11 @@ class FileData:
         with read tickets."""
         if inode.kind is not FileKind.FILE:
             raise IsDirectoryError("blocks belong to files")
+        # Noted before the block list is read: a commit that releases these blocks while
+        # this request waits must already hold them back.
+        until = self._note_read_grant(inode.ino)
+        if until > self._horizon:
+            await self._raise_horizon(until)
         end = file_index + count if count else None
         grouped: dict[tuple[int, int], list[ExtentRow]] = {}
         for row in await self.view(txn, inode.ino):
@@ -143,6 +165,32 @@ class FileData:
             ExtentGrant(fi, n, tuple(self._grant(r, write=False) for r in rows))
             for (fi, n), rows in sorted(grouped.items())
         ]
+
+    def _note_read_grant(self, ino: int) -> float:
+        until = time.time() + self.ticket_ttl
+        self._read_grants[ino] = until
+        if len(self._read_grants) >= self._prune_at:
+            now = time.time()
+            self._read_grants = {i: u for i, u in self._read_grants.items() if u > now}
+            self._prune_at = max(4096, 2 * len(self._read_grants))
+        return until
+
+    async def _raise_horizon(self, until: float) -> None:
+        async with self._horizon_lock:
+            if until > self._horizon:
+                # Raised by a whole ticket lifetime at once: one write per lifetime at most.
+                horizon = until + self.ticket_ttl
+                await self.store.extend_read_grants(horizon)
+                self._horizon = horizon
+
+    def held_until(self, inos: Iterable[int]) -> float:
+        """Until when released blocks of the files `inos` may be read with live tickets
+        (time.time(); in the past when none may)."""
+        until = self._started_horizon
+        grants = self._read_grants
+        for ino in inos:
+            until = max(until, grants.get(ino, 0.0))
+        return until
 
     async def truncate(self, txn: Txn, ino: int, size: int, blocksize: int) -> None:
         """Drop the blocks past `size` (the caller holds the inode's exclusive lock)."""
@@ -231,15 +279,21 @@ class FileData:
         cs = txn.cs
         for ino in cs.extents_changed:
             cs.final_extents[ino] = tuple(await self.view(txn, ino))
+        cs.held_until = self.held_until(cs.extents_changed)
 
     def committed_hook(self, cs: ChangeSet) -> None:
         """After PostgreSQL committed `cs`: publish block lists, settle the allocator."""
         epoch = self.cache.epoch
         for ino, rows in cs.final_extents.items():
             self.cache.extents.put(ino, rows, epoch)
-        until = time.time() + self.store.release_seconds
+        # Tickets issued while the group was being written count too.
+        until = max(cs.held_until, self.held_until(cs.extents_changed))
+        free_now = until <= time.time()
         for datanode, start, count in cs.released:
-            self.allocator.quarantine(datanode, start, count, until)
+            if free_now:
+                self.allocator.release(datanode, start, count)
+            else:
+                self.allocator.quarantine(datanode, start, count, until)
         self._give_back(cs, committed=True)
 
     def aborted_hook(self, cs: ChangeSet) -> None:

@@ -32,6 +32,7 @@ from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.filedata import ExtentGrant, FileData
+from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
 from plasmafs.namenode.reader import CoalescingReader
@@ -64,15 +65,23 @@ class Namespace:
         max_group: int,
         read_concurrency: int,
         data: FileData,
+        leadership: Leadership,
         commit_lanes: int = 1,
     ) -> None:
         self.store = store
         self.cache = cache
         self.data = data
+        self.leadership = leadership
         self.reader = CoalescingReader(store, cache, read_concurrency)
         self.locks = LockManager()
         self.committer = Committer(
-            store, cache, max_group, self._count_committed, lanes=commit_lanes
+            store,
+            cache,
+            max_group,
+            self._count_committed,
+            leadership.current_term,
+            leadership.depose,
+            lanes=commit_lanes,
         )
         self.default_replication = check_replication(default_replication)
         self.default_blocksize = check_blocksize(default_blocksize)
@@ -153,6 +162,7 @@ class Namespace:
         if txn is None:
             raise TransactionError("changes need a transaction")
         txn.check_open()
+        self.leadership.current_term()  # no changes while this namenode may not write
         return txn
 
     def _count_committed(self, cs: ChangeSet) -> None:
@@ -328,6 +338,7 @@ class Namespace:
             used_bytes=(capacity - free) * bs,
             live_datanodes=len(live),
             blocksize=bs,
+            held_bytes=allocator.held_blocks(live) * bs,
         )
 
     async def allocate(

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 import asyncpg
 import grpc
 
-from plasmafs.client.errors import BusyError, ConfigError, StorageError
+from plasmafs.client.errors import ConfigError, NotActiveError, StorageError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate
 from plasmafs.namenode.namespace import Namespace
@@ -27,8 +28,6 @@ from plasmafs.namenode.store import Store
 
 log = logging.getLogger(__name__)
 
-# Held for as long as a namenode serves a database: a second one refuses to start.
-ACTIVE_LOCK_KEY = 0x7066732D61637476  # "pfs-actv"
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -48,11 +47,14 @@ class RunningNamenode:
     namespace: Namespace
     store: Store
     servicer: NamenodeServicer
+    leadership: Leadership
+    deposed: asyncio.Event
     metrics_port: int = 0
 
     async def stop(self, grace: float) -> None:
         """Stop accepting, let calls finish for `grace` seconds, flush commits, close."""
         await self.server.stop(grace)
+        await self.leadership.stop()
         await self.namespace.stop()
         await self.store.close()
 
@@ -73,11 +75,16 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     finally:
         await conn.close()
     store = Store(settings.dsn, settings.read_pool_size, settings.commit_lanes)
-    if not await store.hold_active_lock(ACTIVE_LOCK_KEY):
+    deposed = asyncio.Event()
+    leadership = Leadership(store, settings.leader_check_interval, lambda _: deposed.set())
+    try:
+        await leadership.take()
+        await store.open()
+        namespace = await open_namespace(settings, store, leadership)
+    except BaseException:
         await store.close()
-        raise BusyError("another namenode is already serving this database")
-    await store.open()
-    namespace = await open_namespace(settings, store)
+        raise
+    leadership.start()
     metrics = NamenodeMetrics()
     namespace.committer.group_observer = metrics.group_size.observe
     servicer = NamenodeServicer(namespace, settings, metrics)
@@ -91,13 +98,16 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         raise ConfigError(f"cannot listen on {settings.listen}")
     await server.start()
     metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
-    return RunningNamenode(server, port, namespace, store, servicer, metrics_port)
+    return RunningNamenode(
+        server, port, namespace, store, servicer, leadership, deposed, metrics_port
+    )
 
 
-async def open_namespace(settings: NamenodeSettings, store: Store) -> Namespace:
+async def open_namespace(
+    settings: NamenodeSettings, store: Store, leadership: Leadership
+) -> Namespace:
     """The namespace over an opened store, with its datanodes, allocator and cache loaded
     and its committer started."""
-    store.release_seconds = settings.ticket_ttl + 60
     blocksize, secret = await store.cluster_settings(
         settings.default_blocksize, secrets.token_bytes(32)
     )
@@ -109,6 +119,8 @@ async def open_namespace(settings: NamenodeSettings, store: Store) -> Namespace:
         store, allocator, blocksize, secret, settings.datanode_dead_after, settings.heartbeat_ms
     )
     await registry.load()
+    data = FileData(store, cache, allocator, registry, settings.ticket_ttl)
+    await data.load()
     namespace = Namespace(
         store,
         cache,
@@ -117,7 +129,8 @@ async def open_namespace(settings: NamenodeSettings, store: Store) -> Namespace:
         max_group=settings.max_group,
         commit_lanes=settings.commit_lanes,
         read_concurrency=settings.read_pool_size,
-        data=FileData(store, cache, allocator, registry, settings.ticket_ttl),
+        data=data,
+        leadership=leadership,
     )
     await namespace.start()
     return namespace
@@ -129,8 +142,6 @@ def gauges(
     """The values read at each scrape (names ending in _total are counters)."""
     cache, stats, locks = namespace.cache, namespace.committer.stats, namespace.locks
     fs = namespace.fsstat()
-    allocator = namespace.data.allocator
-    bs = namespace.default_blocksize
     return {
         "pfs_namenode_sessions": ("Connected clients", servicer.sessions),
         "pfs_namenode_open_transactions": ("Open transactions", servicer.open_transactions),
@@ -150,10 +161,10 @@ def gauges(
         "pfs_datanodes_live": ("Live datanodes", fs.live_datanodes),
         "pfs_datanodes_registered": ("Registered datanodes", len(registry.rows())),
         "pfs_capacity_bytes": ("Capacity of the live datanodes", fs.capacity_bytes),
-        "pfs_used_bytes": ("Used (or quarantined) bytes of the live datanodes", fs.used_bytes),
-        "pfs_quarantined_bytes": (
-            "Released bytes waiting out their quarantine",
-            allocator.quarantined_blocks() * bs,
+        "pfs_used_bytes": ("Used (or held back) bytes of the live datanodes", fs.used_bytes),
+        "pfs_held_bytes": (
+            "Released bytes held back while read tickets for them live",
+            fs.held_bytes,
         ),
     }
 
@@ -175,10 +186,16 @@ async def serve(settings: NamenodeSettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     sweeper = asyncio.create_task(_forget_expired_releases(running.store))
-    await stop.wait()
+    deposed = asyncio.create_task(running.deposed.wait())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait([deposed, stopped], return_when=asyncio.FIRST_COMPLETED)
     log.info("namenode stopping")
     sweeper.cancel()
+    deposed.cancel()
+    stopped.cancel()
     await running.stop(settings.grace_seconds)
+    if running.leadership.deposed:
+        raise NotActiveError(running.leadership.deposed)
 
 
 async def _forget_expired_releases(store: Store, period: float = 60.0) -> None:

@@ -273,6 +273,7 @@ async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     out.fsstat.live_datanodes = st.live_datanodes
     out.fsstat.blocksize = st.blocksize
     out.fsstat.held_bytes = st.held_bytes
+    out.fsstat.held_bytes = st.held_bytes
     out.fsstat.SetInParent()
 
 

@@ -33,6 +33,9 @@ class NamenodeSettings(DaemonSettings):
     max_group: int = Field(default=512, ge=1, le=10_000)
     commit_lanes: int = Field(default=1, ge=1, le=16)
     ticket_ttl: float = Field(default=600.0, gt=0, description="seconds a block ticket lives")
+    leader_check_interval: float = Field(
+        default=1.0, gt=0, description="seconds between checks that the active lock is held"
+    )
     datanode_dead_after: float = Field(default=10.0, gt=0)
     heartbeat_ms: int = Field(default=1000, ge=50)
     metrics_listen: str = Field(

@@ -7,15 +7,15 @@ errors at this boundary, keyed on SQLSTATE classes, never on message text.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 
 from plasmafs.client.attributes import Attr, FileKind
-from plasmafs.client.errors import StorageError
+from plasmafs.client.errors import NotActiveError, StorageError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.records import ExtentRow, Inode
 
@@ -26,9 +26,9 @@ INODE_COLUMNS = (
 
 _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-    $14, $15, $16, $17, $18, $19, $20, $21, $22,
-    $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+    $15, $16, $17, $18, $19, $20, $21, $22, $23,
+    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
 """
 
 
@@ -75,6 +75,10 @@ class ListedEntry:
     inode: Inode | None
 
 
+# Raised by apply_group when the namenode's term has ended (sql/0004).
+TERM_ENDED = "PFS01"
+
+
 def is_retryable(exc: BaseException) -> bool:
     """True for a deadlock or serialization failure: nothing was applied, try again."""
     return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "sqlstate", "") in (
@@ -101,7 +105,6 @@ class Store:
         self._pool: asyncpg.Pool | None = None
         self._writers: list[asyncpg.Connection | None] = [None] * commit_lanes
         self._holder: asyncpg.Connection | None = None
-        self.release_seconds = 600.0  # quarantine of released blocks (the ticket lifetime)
 
     async def open(self) -> None:
         """Connect the read pool and the commit connection."""
@@ -136,9 +139,63 @@ class Store:
             raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
 
     async def hold_active_lock(self, key: int) -> bool:
-        """Take the session advisory lock that makes this namenode the active one."""
-        self._holder = await self._connect("pfs-namenode-active")
-        return bool(await self._holder.fetchval("SELECT pg_try_advisory_lock($1)", key))
+        """Take the session advisory lock that makes this namenode the active one, on a
+        connection of its own (a lock lost with an old connection is taken anew)."""
+        if self._holder is not None and not self._holder.is_closed():
+            self._holder.terminate()
+        try:
+            self._holder = await self._connect("pfs-namenode-active")
+            return bool(await self._holder.fetchval("SELECT pg_try_advisory_lock($1)", key))
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
+
+    async def current_term(self) -> int:
+        """The term of the namenode that took the active lock last."""
+        return int(await self._on_holder("SELECT term FROM namenode_terms"))
+
+    async def take_term(self) -> int:
+        """The next term, taken by the holder of the active lock (waits for group commits
+        of the previous term that are being written)."""
+        return int(
+            await self._on_holder(
+                "UPDATE namenode_terms SET term = term + 1, taken_at = now() RETURNING term"
+            )
+        )
+
+    async def read_grants_until(self) -> float:
+        """No read ticket issued so far lives past this time (time.time())."""
+        async with self._read() as conn:
+            value = await conn.fetchval(
+                "SELECT greatest(extract(epoch FROM read_grants_until), 0) FROM namenode_terms"
+            )
+        return float(value)
+
+    async def extend_read_grants(self, until: float) -> None:
+        """Record that read tickets may live until `until` (time.time())."""
+        async with self._read() as conn:
+            await conn.execute(
+                """UPDATE namenode_terms
+                   SET read_grants_until = greatest(read_grants_until, $1)""",
+                datetime.fromtimestamp(until, UTC),
+            )
+
+    async def holder_alive(self, timeout: float) -> bool:
+        """True while the connection holding the active lock still answers."""
+        if self._holder is None or self._holder.is_closed():
+            return False
+        try:
+            await self._holder.fetchval("SELECT 1", timeout=timeout)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+            return False
+        return True
+
+    async def _on_holder(self, query: str) -> Any:
+        if self._holder is None:
+            raise StorageError("the active lock is not held")
+        try:
+            return await self._holder.fetchval(query)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
 
     # --- reads of committed state -------------------------------------------------
 
@@ -302,9 +359,10 @@ class Store:
 
     # --- the group commit ---------------------------------------------------------
 
-    async def apply(self, changesets: Sequence[ChangeSet], lane: int = 0) -> list[Inode]:
+    async def apply(self, changesets: Sequence[ChangeSet], lane: int, term: int) -> list[Inode]:
         """Write `changesets` in one PostgreSQL transaction; return the touched directories.
 
+        Raises NotActiveError, writing nothing, if `term` is no longer the current one.
         The caller guarantees that no two change sets write the same inode row or
         entry (their transactions hold exclusive locks on them); touches of one
         directory by several change sets are merged here.
@@ -316,13 +374,14 @@ class Store:
         touches: dict[int, list[int]] = {}
         dropped: list[tuple[int, int, int]] = []
         added: list[tuple[int, int, int, int, int]] = []
-        released: list[tuple[int, int, int]] = []
+        released: list[tuple[int, int, int, datetime]] = []
         for cs in changesets:
             for ino, file_index, datanode in cs.extents_dropped | cs.extents_replaced:
                 dropped.append((ino, file_index, datanode))
             for (ino, _, _), x in cs.extents_added.items():
                 added.append((ino, x.file_index, x.datanode_id, x.block_start, x.block_count))
-            released.extend(cs.released)
+            held_until = datetime.fromtimestamp(cs.held_until, UTC)
+            released.extend((d, start, n, held_until) for d, start, n in cs.released)
             for ino, inode in cs.inodes.items():
                 if inode is None:
                     deleted_inodes.append(ino)
@@ -338,9 +397,7 @@ class Store:
                 merged[0] = max(merged[0], touch.mtime_ns)
                 merged[1] += touch.nlink_delta
         order = sorted(touches)  # a fixed order keeps row locks deadlock-free
-        conn = await self._writer_connection(lane)
-        rows = await conn.fetch(
-            _APPLY_GROUP,
+        arguments = (
             *_inode_columns(upserts.values()),
             *_columns(removed, 2),
             *_columns(linked, 3),
@@ -350,9 +407,15 @@ class Store:
             [touches[i][1] for i in order],
             *_columns(dropped, 3),
             *_columns(added, 5),
-            *_columns(released, 3),
-            datetime.fromtimestamp(time.time() + self.release_seconds, UTC),
+            *_columns(released, 4),
         )
+        conn = await self._writer_connection(lane)
+        try:
+            rows = await conn.fetch(_APPLY_GROUP, term, *arguments)
+        except asyncpg.PostgresError as exc:
+            if getattr(exc, "sqlstate", "") == TERM_ENDED:
+                raise NotActiveError(str(exc)) from exc
+            raise
         return [inode_from_row(r) for r in rows]
 
     async def _writer_connection(self, lane: int) -> asyncpg.Connection:

@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from plasmafs.client.errors import StorageError
+from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.server import open_namespace
 from plasmafs.namenode.settings import NamenodeSettings
@@ -26,8 +27,11 @@ CAPACITY = 64
 async def namespace(dsn: str) -> AsyncIterator[Namespace]:
     """A namespace over the test's database with one registered datanode."""
     store = Store(dsn, read_pool_size=2)
+    leadership = Leadership(store, check_interval=1.0, on_deposed=lambda reason: None)
+    await leadership.take()
     await store.open()
-    ns = await open_namespace(NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE), store)
+    settings = NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE)
+    ns = await open_namespace(settings, store, leadership)
     await ns.data.registry.register(
         str(uuid.uuid4()), "127.0.0.1", "127.0.0.1:1", BLOCKSIZE, CAPACITY
     )

@@ -310,7 +310,7 @@ class DirPage(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[DirEntry, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class FsStatReply(_message.Message):
-    __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize")
+    __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize", "held_bytes")
     FILES_FIELD_NUMBER: _ClassVar[int]
     DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     SYMLINKS_FIELD_NUMBER: _ClassVar[int]
@@ -318,6 +318,7 @@ class FsStatReply(_message.Message):
     USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     LIVE_DATANODES_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
+    HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
     files: int
     directories: int
     symlinks: int
@@ -325,7 +326,8 @@ class FsStatReply(_message.Message):
     used_bytes: int
     live_datanodes: int
     blocksize: int
-    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., live_datanodes: _Optional[int] = ..., blocksize: _Optional[int] = ...) -> None: ...
+    held_bytes: int
+    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., live_datanodes: _Optional[int] = ..., blocksize: _Optional[int] = ..., held_bytes: _Optional[int] = ...) -> None: ...
 
 class Done(_message.Message):
     __slots__ = ()
