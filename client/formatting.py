@@ -99,6 +99,7 @@ def fsstat_report(st: FsStat) -> str:
             f"symlinks:       {st.symlinks}",
             f"capacity:       {human_bytes(st.capacity_bytes)}",
             f"used:           {human_bytes(st.used_bytes)}",
+            f"held back:      {human_bytes(st.held_bytes)}",
             f"live datanodes: {st.live_datanodes}",
             f"blocksize:      {human_bytes(st.blocksize)}",
         ]

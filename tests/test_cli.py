@@ -254,6 +254,7 @@ def test_stat_and_fsstat(pfs: Pfs, lib: SyncClient) -> None:
     assert [line.split(":")[0] for line in empty[3:]] == [
         "capacity",
         "used",
+        "held back",
         "live datanodes",
         "blocksize",
     ]
