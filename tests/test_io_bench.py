@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.benchmark_smoke  # benchmarks run briefly, on a small scale
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

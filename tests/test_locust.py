@@ -18,6 +18,8 @@ import pytest
 from loadtests.gevent_bridge import BridgeStoppedError, GeventBridge
 from loadtests.locust_run import _quantile_ms
 
+pytestmark = pytest.mark.benchmark_smoke  # benchmarks run briefly, on a small scale
+
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_ROWS = {
     "lookup": {"getattr"},

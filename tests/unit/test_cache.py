@@ -1,0 +1,56 @@
+"""The namespace cache in process: commits win over fills that read older state."""
+
+from __future__ import annotations
+
+from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.namenode.cache import MISSING, NamespaceCache
+from plasmafs.namenode.records import Inode
+
+
+def _inode(ino: int, version: int = 1) -> Inode:
+    return Inode(Attr(ino, FileKind.FILE, 0o644, 0, 0, 0, 0, 0, 1, 1, 65536, version))
+
+
+def test_a_fill_that_read_before_a_commit_is_refused() -> None:
+    cache = NamespaceCache(64, 64)
+    read_epoch = cache.epoch  # a read of ino 5 starts...
+    epoch = cache.begin_commit()  # ...a commit writes ino 5 meanwhile...
+    cache.commit_inode(5, _inode(5, 2), epoch)
+    cache.fill_inode(5, _inode(5, 1), read_epoch)  # ...and the stale read comes back
+    assert cache.get_inode(5) == _inode(5, 2)
+
+
+def test_eviction_raises_the_floor_for_fills() -> None:
+    cache = NamespaceCache(16, 16)
+    read_epoch = cache.epoch
+    for ino in range(40):
+        cache.commit_inode(ino, _inode(ino), cache.begin_commit())
+    assert cache.get_inode(0) is MISSING  # evicted, and its epoch forgotten
+    cache.fill_inode(0, None, read_epoch)  # a read older than the evicted commit
+    assert cache.get_inode(0) is MISSING
+
+
+def test_a_complete_directory_answers_absent_names_until_an_entry_is_evicted() -> None:
+    cache = NamespaceCache(16, 16)
+    cache.mark_complete(7)
+    assert cache.get_entry(7, "nope") is None
+    for k in range(40):
+        cache.commit_entry(7, f"n{k}", 100 + k, cache.begin_commit())
+    assert cache.get_entry(7, "nope") is MISSING
+
+
+def test_a_newer_version_is_not_replaced_by_an_older_touch() -> None:
+    cache = NamespaceCache(16, 16)
+    cache.commit_inode(3, _inode(3, 5), cache.begin_commit())
+    cache.commit_newer_inode(_inode(3, 4), cache.begin_commit())
+    assert cache.get_inode(3) == _inode(3, 5)
+
+
+def test_invalidate_all_forgets_and_refuses_older_fills() -> None:
+    cache = NamespaceCache(16, 16)
+    cache.commit_inode(1, _inode(1), cache.begin_commit())
+    read_epoch = cache.epoch
+    cache.invalidate_all()
+    assert cache.get_inode(1) is MISSING
+    cache.fill_inode(1, _inode(1), read_epoch)
+    assert cache.get_inode(1) is MISSING
