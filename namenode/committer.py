@@ -21,7 +21,7 @@ from plasmafs.client.attributes import FileKind
 from plasmafs.client.errors import NotActiveError, PlasmaError, ShutdownError, StorageError
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.store import Store, is_connection_error, is_retryable
+from plasmafs.namenode.store import OutcomeUnknownError, RetryableStoreError, Store
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +124,11 @@ class Committer:
             self._settle_failed(group, exc)
             return
         except Exception as exc:
-            if is_retryable(exc) and attempt < 5:
+            if isinstance(exc, RetryableStoreError) and attempt < 5:
                 log.info("group commit of %d: %s; retrying", len(group), exc)
                 await self._write(group, lane, attempt + 1)
                 return
-            if is_connection_error(exc) or len(group) == 1:
+            if isinstance(exc, OutcomeUnknownError) or len(group) == 1:
                 await self._fail(group, exc, lane)
                 return
             # One bad change set must not fail the others: write them one by one.
@@ -164,7 +164,7 @@ class Committer:
 
     async def _fail(self, group: list[_Pending], exc: BaseException, lane: int) -> None:
         self.stats.failed += len(group)
-        if is_connection_error(exc):
+        if isinstance(exc, OutcomeUnknownError):
             # PostgreSQL may or may not have committed: forget everything cached.
             log.error("commit outcome unknown, connection failed: %s", exc)
             self._cache.invalidate_all()

@@ -15,7 +15,7 @@ from importlib import resources
 
 import asyncpg
 
-from plasmafs.client.errors import ConfigError
+from plasmafs.client.errors import ConfigError, StorageError
 
 # An arbitrary constant shared by every namenode of a database: "pfs-mig" in ASCII.
 MIGRATION_LOCK_KEY = 0x7066732D6D6967
@@ -48,6 +48,22 @@ def load_migrations() -> list[Migration]:
     if versions != list(range(1, len(found) + 1)):
         raise ConfigError(f"migration numbers are not 1..n without gaps: {versions}")
     return found
+
+
+async def migrate_database(dsn: str | None) -> list[int]:
+    """Connect to `dsn` (None: the PG* variables), check that it can hold a namespace,
+    apply the missing migrations; return the versions applied now."""
+    try:
+        conn = await asyncpg.connect(dsn)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
+    try:
+        encoding = await conn.fetchval("SHOW server_encoding")
+        if encoding.upper() not in ("UTF8", "UTF-8"):
+            raise ConfigError(f"the database encoding must be UTF8, not {encoding}")
+        return await migrate(conn)
+    finally:
+        await conn.close()
 
 
 async def migrate(conn: asyncpg.Connection) -> list[int]:

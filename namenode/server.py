@@ -9,10 +9,9 @@ import secrets
 import signal
 from dataclasses import dataclass
 
-import asyncpg
 import grpc
 
-from plasmafs.client.errors import ConfigError, NotActiveError, StorageError
+from plasmafs.client.errors import ConfigError, NotActiveError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
@@ -20,7 +19,7 @@ from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
-from plasmafs.namenode.migrator import migrate
+from plasmafs.namenode.migrator import migrate_database
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
@@ -61,19 +60,9 @@ class RunningNamenode:
 
 async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     """Migrate the database, take the active lock, load the namespace and start serving."""
-    try:
-        conn = await asyncpg.connect(settings.dsn)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
-    try:
-        applied = await migrate(conn)
-        if applied:
-            log.info("applied migrations %s", applied)
-        enc = await conn.fetchval("SHOW server_encoding")
-        if enc.upper() not in ("UTF8", "UTF-8"):
-            raise ConfigError(f"the database encoding must be UTF8, not {enc}")
-    finally:
-        await conn.close()
+    applied = await migrate_database(settings.dsn)
+    if applied:
+        log.info("applied migrations %s", applied)
     store = Store(settings.dsn, settings.read_pool_size, settings.commit_lanes)
     deposed = asyncio.Event()
     leadership = Leadership(store, settings.leader_check_interval, lambda _: deposed.set())

@@ -7,7 +7,7 @@ errors at this boundary, keyed on SQLSTATE classes, never on message text.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -79,21 +79,40 @@ class ListedEntry:
 TERM_ENDED = "PFS01"
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """True for a deadlock or serialization failure: nothing was applied, try again."""
-    return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "sqlstate", "") in (
-        "40001",
-        "40P01",
-    )
+class RetryableStoreError(StorageError):
+    """A deadlock or serialization failure: nothing was applied, the write may be retried."""
 
 
-def is_connection_error(exc: BaseException) -> bool:
-    """True when the outcome of a statement on the connection is unknown."""
-    if isinstance(exc, asyncpg.PostgresError):
+class OutcomeUnknownError(StorageError):
+    """The connection failed during a write: PostgreSQL may or may not have committed it."""
+
+
+_RETRYABLE = ("40001", "40P01")  # serialization_failure, deadlock_detected
+# 08: connection exception; 57P: operator intervention (shutdown, crash)
+_CONNECTION_CLASSES = ("08", "57P")
+
+
+@contextlib.contextmanager
+def domain_errors(what: str) -> Iterator[None]:
+    """Turn driver errors raised inside into plasmafs errors, keyed on SQLSTATE (never on
+    message text): the single boundary between asyncpg and the rest of the namenode."""
+    try:
+        yield
+    except asyncpg.PostgresError as exc:
         sqlstate = getattr(exc, "sqlstate", "") or ""
-        # 08: connection exception, 57P: operator intervention (shutdown, crash)
-        return sqlstate.startswith(("08", "57P"))
-    return isinstance(exc, asyncpg.InterfaceError | OSError | ConnectionError | TimeoutError)
+        text = f"{what}: {exc.__class__.__name__}: {exc}"
+        if sqlstate == TERM_ENDED:
+            raise NotActiveError(str(exc)) from exc
+        if sqlstate in _RETRYABLE:
+            raise RetryableStoreError(text) from exc
+        if sqlstate.startswith(_CONNECTION_CLASSES):
+            raise OutcomeUnknownError(text) from exc
+        constraint = getattr(exc, "constraint_name", None)
+        if constraint:
+            text += f" (constraint {constraint})"
+        raise StorageError(text) from exc
+    except (asyncpg.InterfaceError, OSError, ConnectionError, TimeoutError) as exc:
+        raise OutcomeUnknownError(f"{what}: {exc.__class__.__name__}: {exc}") from exc
 
 
 class Store:
@@ -132,22 +151,18 @@ class Store:
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[asyncpg.Connection]:
         assert self._pool is not None
-        try:
+        with domain_errors("metadata store"):
             async with self._pool.acquire() as conn:
                 yield conn
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
 
     async def hold_active_lock(self, key: int) -> bool:
         """Take the session advisory lock that makes this namenode the active one, on a
         connection of its own (a lock lost with an old connection is taken anew)."""
         if self._holder is not None and not self._holder.is_closed():
             self._holder.terminate()
-        try:
+        with domain_errors("metadata store"):
             self._holder = await self._connect("pfs-namenode-active")
             return bool(await self._holder.fetchval("SELECT pg_try_advisory_lock($1)", key))
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
 
     async def current_term(self) -> int:
         """The term of the namenode that took the active lock last."""
@@ -184,18 +199,17 @@ class Store:
         if self._holder is None or self._holder.is_closed():
             return False
         try:
-            await self._holder.fetchval("SELECT 1", timeout=timeout)
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+            with domain_errors("active lock"):
+                await self._holder.fetchval("SELECT 1", timeout=timeout)
+        except StorageError:
             return False
         return True
 
     async def _on_holder(self, query: str) -> Any:
         if self._holder is None:
             raise StorageError("the active lock is not held")
-        try:
+        with domain_errors("metadata store"):
             return await self._holder.fetchval(query)
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise StorageError(f"metadata store: {exc.__class__.__name__}: {exc}") from exc
 
     # --- reads of committed state -------------------------------------------------
 
@@ -362,7 +376,10 @@ class Store:
     async def apply(self, changesets: Sequence[ChangeSet], lane: int, term: int) -> list[Inode]:
         """Write `changesets` in one PostgreSQL transaction; return the touched directories.
 
-        Raises NotActiveError, writing nothing, if `term` is no longer the current one.
+        Raises NotActiveError, writing nothing, if `term` is no longer the current one;
+        RetryableStoreError if nothing was applied and it may be tried again;
+        OutcomeUnknownError if the connection failed (the caller must forget what it
+        cached); StorageError otherwise.
         The caller guarantees that no two change sets write the same inode row or
         entry (their transactions hold exclusive locks on them); touches of one
         directory by several change sets are merged here.
@@ -409,13 +426,9 @@ class Store:
             *_columns(added, 5),
             *_columns(released, 4),
         )
-        conn = await self._writer_connection(lane)
-        try:
+        with domain_errors("group commit"):
+            conn = await self._writer_connection(lane)
             rows = await conn.fetch(_APPLY_GROUP, term, *arguments)
-        except asyncpg.PostgresError as exc:
-            if getattr(exc, "sqlstate", "") == TERM_ENDED:
-                raise NotActiveError(str(exc)) from exc
-            raise
         return [inode_from_row(r) for r in rows]
 
     async def _writer_connection(self, lane: int) -> asyncpg.Connection:
