@@ -7,36 +7,101 @@ async with await connect("127.0.0.1:7530") as fs:
         await t.mkdir("/data")
         await t.create("/data/hello")
     print(await fs.stat("/data/hello"))
+
+Names are loaded on first use: importing the package (for its errors, say) loads no
+gRPC until a client is made.
 """
 
-from plasmafs.client.attributes import Attr, BlockList, DirEntry, Extent, FileKind, FsStat, Replica
-from plasmafs.client.client import Client, connect
-from plasmafs.client.errors import (
-    BusyError,
-    ConfigError,
-    ConflictError,
-    ConnectionLostError,
-    CorruptionError,
-    ExistsError,
-    InvalidArgumentError,
-    IsDirectoryError,
-    LoopError,
-    NameTooLongError,
-    NoSpaceError,
-    NotDirectoryError,
-    NotEmptyError,
-    NotFoundError,
-    PermissionDeniedError,
-    PlasmaError,
-    ShutdownError,
-    StaleFileError,
-    StorageError,
-    TransactionError,
-    UnavailableError,
-)
-from plasmafs.client.files import FileReader, FileWriter
-from plasmafs.client.sync import SyncClient, connect_sync
-from plasmafs.client.transaction import Transaction
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from plasmafs.client.attributes import (
+        Attr,
+        BlockList,
+        DirEntry,
+        Extent,
+        FileKind,
+        FsStat,
+        Replica,
+    )
+    from plasmafs.client.client import Client, connect
+    from plasmafs.client.errors import (
+        BusyError,
+        ConfigError,
+        ConflictError,
+        ConnectionLostError,
+        CorruptionError,
+        ExistsError,
+        InvalidArgumentError,
+        IsDirectoryError,
+        LoopError,
+        NameTooLongError,
+        NoSpaceError,
+        NotDirectoryError,
+        NotEmptyError,
+        NotFoundError,
+        PermissionDeniedError,
+        PlasmaError,
+        ShutdownError,
+        StaleFileError,
+        StorageError,
+        TransactionError,
+        UnavailableError,
+    )
+    from plasmafs.client.files import FileReader, FileWriter
+    from plasmafs.client.sync import SyncClient, connect_sync
+    from plasmafs.client.transaction import Transaction
+
+_WHERE = {
+    "Attr": "plasmafs.client.attributes",
+    "BlockList": "plasmafs.client.attributes",
+    "BusyError": "plasmafs.client.errors",
+    "Client": "plasmafs.client.client",
+    "ConfigError": "plasmafs.client.errors",
+    "ConflictError": "plasmafs.client.errors",
+    "ConnectionLostError": "plasmafs.client.errors",
+    "CorruptionError": "plasmafs.client.errors",
+    "DirEntry": "plasmafs.client.attributes",
+    "ExistsError": "plasmafs.client.errors",
+    "Extent": "plasmafs.client.attributes",
+    "FileKind": "plasmafs.client.attributes",
+    "FileReader": "plasmafs.client.files",
+    "FileWriter": "plasmafs.client.files",
+    "FsStat": "plasmafs.client.attributes",
+    "InvalidArgumentError": "plasmafs.client.errors",
+    "IsDirectoryError": "plasmafs.client.errors",
+    "LoopError": "plasmafs.client.errors",
+    "NameTooLongError": "plasmafs.client.errors",
+    "NoSpaceError": "plasmafs.client.errors",
+    "NotDirectoryError": "plasmafs.client.errors",
+    "NotEmptyError": "plasmafs.client.errors",
+    "NotFoundError": "plasmafs.client.errors",
+    "PermissionDeniedError": "plasmafs.client.errors",
+    "PlasmaError": "plasmafs.client.errors",
+    "Replica": "plasmafs.client.attributes",
+    "ShutdownError": "plasmafs.client.errors",
+    "StaleFileError": "plasmafs.client.errors",
+    "StorageError": "plasmafs.client.errors",
+    "SyncClient": "plasmafs.client.sync",
+    "Transaction": "plasmafs.client.transaction",
+    "TransactionError": "plasmafs.client.errors",
+    "UnavailableError": "plasmafs.client.errors",
+    "connect": "plasmafs.client.client",
+    "connect_sync": "plasmafs.client.sync",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plasmafs.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Attr",

@@ -1,0 +1,404 @@
+"""The bodies of the `pfs` commands: each takes a connected client, its parsed arguments
+and a reporter of per-path errors. Imported only once a command is about to run, so
+that `pfs --help` and usage errors never load the client library."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+
+from plasmafs.client import config, formatting, paths, transfer
+from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.client.client import Client
+from plasmafs.client.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PlasmaError,
+)
+from plasmafs.client.exits import EXIT_FAILED, CommandFailed
+from plasmafs.client.modes import Mode, parse_mode, parse_owner, process_umask
+from plasmafs.client.sizes import parse_size as _parse_size
+from plasmafs.client.transaction import Transaction
+
+
+class Reporter:
+    """Prints errors the coreutils way and remembers that one happened."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.failed = False
+
+    def error(self, message: str) -> None:
+        print(f"pfs: {self.command}: {message}", file=sys.stderr)
+        self.failed = True
+
+    async def each(self, items: list[str], action: Callable[[str], Awaitable[None]]) -> None:
+        for item in items:
+            try:
+                await action(item)
+            except PlasmaError as exc:
+                self.error(str(exc))
+        if self.failed:
+            raise CommandFailed
+
+
+# --- ls -----------------------------------------------------------------------------------
+
+
+async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    targets = args.paths or ["/"]
+    headers = len(targets) > 1 or args.recursive
+    first = True
+    for target in targets:
+        try:
+            path = paths.normalize(target)
+            # As ls(1): with -l or -d a link is shown itself, unless a trailing slash
+            # asks for the directory it leads to.
+            follow = not (args.long or args.directory) or target.rstrip("/") != target
+            attr = await _given_path(fs, path, follow=follow)
+        except PlasmaError as exc:
+            out.error(str(exc))
+            continue
+        if attr.kind is not FileKind.DIRECTORY or args.directory:
+            await _print_entry(fs, args, path, path, attr)
+            first = False
+            continue
+        queue = [path]
+        while queue:
+            directory = queue.pop(0)
+            if headers:
+                print(("" if first else "\n") + f"{directory}:")
+            first = False
+            subdirs: list[str] = []
+            try:
+                async for entry in fs.scandir(directory, plus=args.long or args.inode):
+                    full = paths.join(directory, entry.name)
+                    await _print_entry(fs, args, entry.name, full, entry.attr, entry.ino)
+                    if args.recursive and entry.kind is FileKind.DIRECTORY:
+                        subdirs.append(full)
+            except PlasmaError as exc:
+                out.error(f"{directory}: {exc}")
+            queue[0:0] = subdirs
+    if out.failed:
+        raise CommandFailed
+
+
+async def _given_path(fs: Client, path: str, *, follow: bool) -> Attr:
+    """What `ls` shows for a path it was given, as ls(1) does: a symbolic link itself,
+    unless `follow` and it leads to a directory (then that directory is listed). With -l
+    or -d a link is shown as `name -> target`, even a dangling or looping one."""
+    attr = await fs.lookup(path)
+    if attr.kind is not FileKind.SYMLINK or not follow:
+        return attr
+    try:
+        target = await fs.stat(path)
+    except NotFoundError:
+        return attr  # dangling: its name is listed
+    return target if target.kind is FileKind.DIRECTORY else attr
+
+
+async def _print_entry(
+    fs: Client,
+    args: argparse.Namespace,
+    name: str,
+    full: str,
+    attr: Attr | None,
+    ino: int | None = None,
+) -> None:
+    if args.long:
+        assert attr is not None
+        target = await fs.readlink(full) if attr.kind is FileKind.SYMLINK else None
+        print(formatting.long_line(name, attr, inode=args.inode, target=target))
+    elif args.inode:
+        print(f"{(attr.ino if attr else ino):>10} {name}")
+    else:
+        print(name)
+
+
+# --- namespace changes ------------------------------------------------------------------------
+
+
+async def cmd_mkdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    # As mkdir(1): a symbolic mode changes a=rwx.
+    mode = parse_mode(args.mode).apply(0o777, directory=True, umask=process_umask())
+
+    async def one(path: str) -> None:
+        await fs.mkdir(path, mode, parents=args.parents)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_rmdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    await out.each(args.paths, fs.rmdir)
+
+
+async def cmd_rm(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        try:
+            attr = await fs.lookup(path)
+        except NotFoundError:
+            if args.force:
+                return
+            raise
+        if attr.kind is FileKind.DIRECTORY:
+            if paths.normalize(path) == "/":
+                out.error("refusing to remove the root directory '/'")
+                return
+            if not args.recursive:
+                out.error(f"{path}: is a directory (use -r)")
+                return
+            await remove_tree(fs, paths.normalize(path))
+        else:
+            await fs.unlink(path)
+
+    await out.each(args.paths, one)
+
+
+async def remove_tree(fs: Client, path: str, batch: int = 1000) -> None:
+    """Remove `path` and everything below it, a transaction per batch of entries."""
+    while True:
+        entries, _ = await fs.readdir(path, limit=batch)
+        if not entries:
+            break
+        for entry in entries:
+            if entry.kind is FileKind.DIRECTORY:
+                await remove_tree(fs, paths.join(path, entry.name), batch)
+        files = [e for e in entries if e.kind is not FileKind.DIRECTORY]
+        if files:
+            async with fs.transaction() as t:
+                results = await asyncio.gather(
+                    *(t.unlink(paths.join(path, e.name)) for e in files), return_exceptions=True
+                )
+            for result in results:
+                if isinstance(result, BaseException) and not isinstance(result, NotFoundError):
+                    raise result
+    await fs.rmdir(path)
+
+
+async def cmd_mv(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    *sources, dest = args.paths
+    dest = paths.normalize(dest)
+    try:
+        dest_attr: Attr | None = await fs.stat(dest)
+    except NotFoundError:
+        dest_attr = None
+    into_dir = dest_attr is not None and dest_attr.kind is FileKind.DIRECTORY
+    if len(sources) > 1 and not into_dir:
+        raise_usage(f"target {dest} is not a directory")
+
+    async def one(src: str) -> None:
+        src = paths.normalize(src)
+        target = paths.join(dest, paths.parent_and_name(src)[1]) if into_dir else dest
+        await fs.rename(src, target)
+
+    await out.each(sources, one)
+
+
+async def cmd_touch(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        await fs.touch(path)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_symlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        await fs.symlink(path, args.target)
+
+    await out.each([args.path], one)
+
+
+async def cmd_readlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        print(await fs.readlink(path))
+
+    await out.each(args.paths, one)
+
+
+async def cmd_chmod(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    mode = parse_mode(args.mode)
+    umask = process_umask()
+
+    async def one(path: str) -> None:
+        if mode.absolute is not None:
+            await fs.chmod(path, mode.absolute)
+        else:
+            await fs.run(lambda t: change_mode(t, path, mode, umask))
+
+    await out.each(args.paths, one)
+
+
+async def change_mode(t: Transaction, path: str, mode: Mode, umask: int) -> None:
+    """Apply a symbolic mode to the current mode of `path` (symbolic links followed)."""
+    attr = await t.stat(path)
+    new = mode.apply(attr.mode, directory=attr.kind is FileKind.DIRECTORY, umask=umask)
+    changed = await t.setattr(attr.ino, mode=new)
+    # The stat read committed state before the inode was locked: a change committed
+    # in between would be overwritten. Its version says; Client.run tries again.
+    if changed.version != attr.version + 1:
+        raise ConflictError(f"{path} changed while its mode was being changed")
+
+
+async def cmd_chown(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    uid, gid = parse_owner(args.owner)
+
+    async def one(path: str) -> None:
+        await fs.chown(path, uid, gid)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_stat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        print(formatting.stat_block(paths.normalize(path), await fs.lookup(path)))
+
+    await out.each(args.paths, one)
+
+
+async def cmd_put(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    if args.replication is not None and args.replication < 1:
+        raise InvalidArgumentError(f"replication must be at least 1, not {args.replication}")
+    dest = paths.normalize(args.remote)
+    try:
+        into_dir = (await fs.stat(dest)).kind is FileKind.DIRECTORY
+    except NotFoundError:
+        into_dir = False
+    if not into_dir and (len(args.local) > 1 or args.remote.endswith("/")):
+        raise_usage(f"target {args.remote} is not a directory")
+
+    async def one(local: str) -> None:
+        if local == "-" and into_dir:
+            raise InvalidArgumentError(
+                f"-: standard input has no name to put into directory {dest}; give a file path"
+            )
+        if local != "-" and not os.path.isfile(local):
+            raise InvalidArgumentError(f"{local}: not a readable local file")
+        # As cp and `hdfs dfs -put`: into a directory under the local file's name.
+        remote = paths.join(dest, os.path.basename(local)) if into_dir else dest
+        await transfer.put(fs, local, remote, args.replication or 0)
+
+    await out.each(args.local, one)
+
+
+async def cmd_get(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    await transfer.get(fs, args.remote, args.local)
+
+
+async def cmd_cat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    async def one(path: str) -> None:
+        await transfer.cat(fs, path)
+
+    await out.each(args.paths, one)
+
+
+async def cmd_blocks(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    reports: list[str] = []
+
+    async def one(pattern: str) -> None:
+        reports.extend(await transfer.blocks(fs, pattern))
+
+    try:
+        await out.each(args.patterns, one)
+    finally:
+        if reports:
+            print("\n\n".join(reports))
+
+
+async def cmd_fsstat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    print(formatting.fsstat_report(await fs.fsstat()))
+
+
+# --- argument helpers ---------------------------------------------------------------------
+
+
+def raise_usage(message: str) -> None:
+    raise InvalidArgumentError(message)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from 123, 64K, 1M, 8G."""
+    try:
+        return _parse_size(text)
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+
+
+# --- local cluster ------------------------------------------------------------------------
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    # Imported here: the local cluster's machinery would slow every other command's start.
+    from plasmafs.client.local import cluster
+
+    home = config.pfs_home()
+    if args.action == "up":
+        if args.datanodes is not None and args.datanodes < 0:
+            raise InvalidArgumentError("--datanodes must be >= 0")
+        state, started = cluster.up(
+            home,
+            args.datanodes,
+            parse_size(args.capacity) if args.capacity else None,
+            parse_size(args.blocksize) if args.blocksize else None,
+        )
+        verb = "started" if started else "already running"
+        print(f"local cluster {verb} in {home}")
+        print(f"  namenode:   {state.namenode_address} (pid {state.namenode_pid})")
+        for k, d in enumerate(state.datanodes, start=1):
+            print(f"  datanode {k}: {d['address']} (pid {d['pid']}, {d['dir']})")
+        if state.metrics_address:
+            print(f"  metrics:    http://{state.metrics_address}/metrics")
+        where = f"embedded, {home / 'postgres'}" if state.embedded_postgres else "external"
+        print(f"  postgresql: {where}")
+        print(
+            f"  client config: {home / config.CLIENT_CONFIG} (pfs commands in this PFS_HOME use it)"
+        )
+    elif args.action == "down":
+        stopped = cluster.down(home)
+        print("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+    else:
+        report = cluster.status(home)
+        for name, line in report.items():
+            print(f"{name + ':':<12} {line}")
+        if any("NOT" in line or "not started" in line for line in report.values()):
+            return EXIT_FAILED
+    return 0
+
+
+# --- entry point --------------------------------------------------------------------------
+
+COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[None]]] = {
+    "ls": cmd_ls,
+    "mkdir": cmd_mkdir,
+    "rmdir": cmd_rmdir,
+    "rm": cmd_rm,
+    "mv": cmd_mv,
+    "touch": cmd_touch,
+    "symlink": cmd_symlink,
+    "readlink": cmd_readlink,
+    "chmod": cmd_chmod,
+    "chown": cmd_chown,
+    "stat": cmd_stat,
+    "fsstat": cmd_fsstat,
+    "put": cmd_put,
+    "get": cmd_get,
+    "cat": cmd_cat,
+    "blocks": cmd_blocks,
+}
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Connect to the namenode and run the parsed command on it."""
+    if args.command == "mv" and len(args.paths) < 2:
+        raise InvalidArgumentError("mv needs a source and a destination")
+    fs = Client(
+        config.namenode_address(args.namenode), local_reads=False if args.no_local_reads else None
+    )
+    try:
+        await fs.connection()
+        await COMMANDS[args.command](fs, args, Reporter(args.command))
+    finally:
+        await fs.close()
