@@ -6,10 +6,10 @@ the previous frame was being written travels in one message. Responses are match
 to requests by id. If the stream breaks, every waiting request fails with
 ConnectionLostError (the namenode aborts the connection's open transactions).
 
-Closing ends the stream the way the namenode ends it too: the writer half-closes, the
-namenode answers what it has and closes, and only then the channel goes. Every gRPC
-operation of the stream has reported back by then, so nothing completes on an event
-loop after its owner closed it.
+Closing does not cut the stream: the writer half-closes it, the namenode drops what
+is still running for it and ends the stream, and only then the channel goes. Every
+gRPC operation of the stream has reported back by then, so nothing completes on an
+event loop after its owner closed it (a cancelled gRPC call can still report later).
 """
 
 from __future__ import annotations
@@ -96,22 +96,18 @@ class Connection:
 
     async def close(self) -> None:
         """End the stream (the namenode aborts open transactions) and the channel."""
-        # Requests still at the namenode (a lock wait may last long) are not waited for:
-        # the stream is cut at once, as the namenode would otherwise finish them first.
-        cut = bool(self._waiting)
         if self._closed is None:
             self._fail_all(ConnectionLostError("the connection was closed"))
         tasks = (self._writer, self._reader)
-        if cut:
-            self._call.cancel()
         try:
             _, pending = await asyncio.wait(tasks, timeout=CLOSE_GRACE)
         finally:
             if not all(task.done() for task in tasks):
                 self._call.cancel()
         if pending:
-            # The operations in flight fail at once now; the tasks end when gRPC has
-            # reported them, not later on a loop that may be closed by then.
+            # The namenode did not end the stream in time: cut it. The operations in
+            # flight fail at once and the tasks end when gRPC has reported them (its
+            # own watch on the call's status may still report a moment later).
             await asyncio.wait(tasks)
         await self._channel.close()
 

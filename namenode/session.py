@@ -3,7 +3,9 @@
 Requests of different transactions run concurrently; requests of one transaction
 run in the order they arrived. Responses that are ready together leave in one
 frame. When the stream ends, for whatever reason, every open transaction of the
-connection is aborted.
+connection is aborted. A client ends its side of the stream when it is done with the
+connection: requests still running then are cancelled, not answered, and the namenode
+ends the stream at once.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class Session:
             while True:
                 await self._out_ready.wait()
                 self._out_ready.clear()
+                if reader.done():
+                    # The client closed: nobody reads what is still running (a lock wait
+                    # may last long), and a prompt end lets it close without cutting.
+                    reader.result()
+                    return
                 if self._out:
                     batch, self._out = self._out, []
                     await write(pb.ServerFrame(responses=batch))
@@ -80,9 +87,6 @@ class Session:
                     self._inflight -= len(batch)
                     if not self._room.is_set():
                         self._room.set()
-                if reader.done() and not self._tasks and not self._out:
-                    reader.result()
-                    return
         finally:
             reader.cancel()
             for task in list(self._tasks):
@@ -272,7 +276,6 @@ async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     out.fsstat.used_bytes = st.used_bytes
     out.fsstat.live_datanodes = st.live_datanodes
     out.fsstat.blocksize = st.blocksize
-    out.fsstat.held_bytes = st.held_bytes
     out.fsstat.held_bytes = st.held_bytes
     out.fsstat.SetInParent()
 

@@ -1,6 +1,6 @@
 """A lost namenode connection: every waiting call fails with ConnectionLostError, nothing
-is logged about futures nobody awaited, and a closed client leaves nothing behind on its
-closed event loop."""
+is logged about futures nobody awaited, closing does not wait for calls that wait at the
+namenode, and a closed client leaves nothing behind on its closed event loop."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from plasmafs.client import Client, ConnectionLostError
+from plasmafs.client.connection import CLOSE_GRACE
 from plasmafs.client.transaction import Transaction
 from tests.cluster import NamenodeProcess
 
@@ -77,6 +78,25 @@ async def test_every_waiting_call_fails_with_connection_lost(namenode: NamenodeP
         assert [e["message"] for e in errors] == []
     finally:
         await fs.close()
+
+
+async def test_closing_with_calls_waiting_at_the_namenode_ends_them_at_once(
+    namenode: NamenodeProcess,
+) -> None:
+    fs, other = Client(namenode.address), Client(namenode.address)
+    try:
+        _, calls = await _waiting_creates(fs, "/held")
+        # Not cut after the grace period: the namenode ends the stream as soon as the
+        # client has ended its side, aborting the transactions first.
+        async with asyncio.timeout(CLOSE_GRACE / 2):
+            await fs.close()
+        for call in calls:
+            with pytest.raises(ConnectionLostError):
+                await call
+        await other.create("/held")  # the holder's transaction is gone
+    finally:
+        await fs.close()
+        await other.close()
 
 
 # A client in its own process, so that its stderr shows what asyncio and gRPC print at
