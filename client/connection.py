@@ -18,9 +18,10 @@ import asyncio
 
 import grpc
 
-from plasmafs.client.errors import ConnectionLostError, PlasmaError, error_from_rpc
+from plasmafs.client.errors import ConnectionLostError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.client.rpc_status import error_from_rpc
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),

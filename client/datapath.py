@@ -10,14 +10,10 @@ import grpc
 
 from plasmafs.client import dataframes
 from plasmafs.client.attributes import Replica
-from plasmafs.client.errors import (
-    ERRNO_METADATA_KEY,
-    PlasmaError,
-    UnavailableError,
-    error_from_rpc,
-)
+from plasmafs.client.errors import PlasmaError, UnavailableError
 from plasmafs.client.localread import LocalReads
 from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
 
 SERVICE = "plasmafs.datanode.v1.Datanode"
 

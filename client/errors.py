@@ -1,15 +1,16 @@
-"""The error codes every layer shares, their exceptions, and their gRPC status codes.
+"""The errors every layer shares: one exception class per wire `ErrorCode`.
 
-One table (`_TABLE`) maps each wire `ErrorCode` to an exception class and a gRPC
-status code; the namenode raises these exceptions, the servicer turns them into
-wire errors, and the client turns wire errors back into the same exceptions.
+Each class carries its wire code (`code`) and the errno it stands for (`posix_errno`);
+the table from wire codes back to classes is derived from the classes themselves. The
+namenode and datanodes raise these exceptions, their servicers turn them into wire
+errors, and the client turns wire errors back into the same exceptions. The gRPC
+status codes live with the transport (`plasmafs.client.rpc_status`), so importing
+the errors loads no gRPC.
 """
 
 from __future__ import annotations
 
 import errno as _errno
-
-import grpc
 
 from plasmafs.client.proto import namenode_pb2 as pb
 
@@ -154,13 +155,13 @@ class UnavailableError(PlasmaError):
 class ConnectionLostError(PlasmaError):
     """The connection to the namenode was lost; open transactions were aborted."""
 
-    code = pb.EIO
+    code = pb.ECONNLOST
     posix_errno = _errno.ECONNRESET
 
 
 class StaleFileError(PlasmaError):
     """The file changed after it was opened and the version being read is gone: open it
-    again (raised by the client only)."""
+    again (raised by the client only, so it has no wire code of its own)."""
 
     posix_errno = _errno.ESTALE
 
@@ -168,60 +169,28 @@ class StaleFileError(PlasmaError):
 class ConfigError(PlasmaError):
     """Bad configuration."""
 
-    code = pb.EINVAL
+    code = pb.ECONFIG
     posix_errno = _errno.EINVAL
 
 
-_TABLE: dict[int, tuple[type[PlasmaError], grpc.StatusCode]] = {
-    pb.ENOENT: (NotFoundError, grpc.StatusCode.NOT_FOUND),
-    pb.EEXIST: (ExistsError, grpc.StatusCode.ALREADY_EXISTS),
-    pb.ENOTDIR: (NotDirectoryError, grpc.StatusCode.FAILED_PRECONDITION),
-    pb.EISDIR: (IsDirectoryError, grpc.StatusCode.FAILED_PRECONDITION),
-    pb.ENOTEMPTY: (NotEmptyError, grpc.StatusCode.FAILED_PRECONDITION),
-    pb.EINVAL: (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
-    pb.ENAMETOOLONG: (NameTooLongError, grpc.StatusCode.INVALID_ARGUMENT),
-    pb.ECONFLICT: (ConflictError, grpc.StatusCode.ABORTED),
-    pb.ELOOP: (LoopError, grpc.StatusCode.FAILED_PRECONDITION),
-    pb.EBADTXN: (TransactionError, grpc.StatusCode.FAILED_PRECONDITION),
-    pb.EBUSY: (BusyError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    pb.EIO: (StorageError, grpc.StatusCode.INTERNAL),
-    pb.ESHUTDOWN: (ShutdownError, grpc.StatusCode.UNAVAILABLE),
-    pb.ENOSPC: (NoSpaceError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    pb.EPERM: (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
-    pb.ECORRUPT: (CorruptionError, grpc.StatusCode.DATA_LOSS),
-    pb.EUNAVAIL: (UnavailableError, grpc.StatusCode.UNAVAILABLE),
-}
+def _classes_by_code() -> dict[int, type[PlasmaError]]:
+    """Each wire code's class: the one that declares the code (subclasses that only
+    inherit it, such as NotActiveError, travel as their parent)."""
+    found: dict[int, type[PlasmaError]] = {pb.EIO: StorageError}
+    pending = list(PlasmaError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "code" in cls.__dict__ and cls is not StorageError:
+            if cls.code in found and found[cls.code] is not cls:
+                raise AssertionError(f"wire code {cls.code} of {cls} is also {found[cls.code]}")
+            found[cls.code] = cls
+    return found
 
-ERRNO_METADATA_KEY = "pfs-errno"
+
+_BY_CODE = _classes_by_code()
 
 
 def error_from_wire(code: int, message: str) -> PlasmaError:
     """The exception for a wire error code (unknown codes become StorageError)."""
-    cls = _TABLE.get(code, (StorageError, grpc.StatusCode.INTERNAL))[0]
-    return cls(message)
-
-
-def grpc_status_for(error: PlasmaError) -> grpc.StatusCode:
-    """The gRPC status code a unary call reports for `error`."""
-    return _TABLE.get(error.code, (StorageError, grpc.StatusCode.INTERNAL))[1]
-
-
-async def abort_with(context: grpc.aio.ServicerContext, error: PlasmaError) -> None:
-    """End a server call with `error`'s status code, keeping its wire code in metadata."""
-    context.set_trailing_metadata(((ERRNO_METADATA_KEY, str(int(error.code))),))
-    await context.abort(grpc_status_for(error), str(error))
-
-
-def error_from_rpc(exc: grpc.RpcError) -> PlasmaError:
-    """Turn a failed gRPC call into a plasmafs exception, keeping the namenode's code."""
-    status = exc.code() if hasattr(exc, "code") else None
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-    for key, value in metadata or ():
-        if key == ERRNO_METADATA_KEY:
-            return error_from_wire(int(value), details or "")
-    if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-        return ConnectionLostError(f"namenode unavailable: {details}")
-    if status == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ConnectionLostError(f"namenode did not answer in time: {details}")
-    return StorageError(f"{status}: {details}")
+    return _BY_CODE.get(code, StorageError)(message)

@@ -11,9 +11,10 @@ from pathlib import Path
 import grpc
 
 from plasmafs.client.datapath import RECEIVE_WINDOW
-from plasmafs.client.errors import ConfigError, error_from_rpc
+from plasmafs.client.errors import ConfigError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.client.rpc_status import error_from_rpc
 from plasmafs.datanode.local import LocalReadServer
 from plasmafs.datanode.service import DatanodeServicer, Registration, add_to_server
 from plasmafs.datanode.settings import DatanodeSettings

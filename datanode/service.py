@@ -18,8 +18,9 @@ from typing import Any
 import grpc
 
 from plasmafs.client import dataframes, tickets
-from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError, abort_with
+from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.rpc_status import abort_with
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client.errors import PlasmaError, abort_with
+from plasmafs.client.errors import PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.client.rpc_status import abort_with
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace

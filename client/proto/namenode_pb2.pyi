@@ -29,6 +29,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EPERM: _ClassVar[ErrorCode]
     ECORRUPT: _ClassVar[ErrorCode]
     EUNAVAIL: _ClassVar[ErrorCode]
+    ECONFIG: _ClassVar[ErrorCode]
+    ECONNLOST: _ClassVar[ErrorCode]
 
 class FileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +56,8 @@ ENOSPC: ErrorCode
 EPERM: ErrorCode
 ECORRUPT: ErrorCode
 EUNAVAIL: ErrorCode
+ECONFIG: ErrorCode
+ECONNLOST: ErrorCode
 KIND_UNSPECIFIED: FileKind
 KIND_FILE: FileKind
 KIND_DIRECTORY: FileKind
