@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from plasmafs.client import values
 from plasmafs.client.errors import ConfigError
 
 CLIENT_CONFIG = "client.json"
@@ -18,11 +19,8 @@ def pfs_home() -> Path:
 
 
 def check_address(address: str) -> str:
-    """Validate host:port."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"namenode address must be host:port, got {address!r}")
-    return address
+    """Validate the namenode's host:port."""
+    return values.check_address(address, "namenode address")
 
 
 def namenode_address(explicit: str | None = None) -> str:

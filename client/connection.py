@@ -18,19 +18,12 @@ import asyncio
 
 import grpc
 
+from plasmafs.client import channels
 from plasmafs.client.errors import ConnectionLostError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import error_from_rpc
 
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.enable_retries", 0),
-]
 CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
 
 
@@ -54,7 +47,7 @@ class Connection:
     @classmethod
     async def open(cls, address: str, timeout: float) -> Connection:
         """Connect to the namenode at host:port, waiting up to `timeout` seconds."""
-        channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        channel = grpc.aio.insecure_channel(address, options=channels.NAMENODE_CHANNEL)
         try:
             await asyncio.wait_for(channel.channel_ready(), timeout)
         except (TimeoutError, asyncio.CancelledError):

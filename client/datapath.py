@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 import grpc
 
-from plasmafs.client import dataframes
+from plasmafs.client import channels, dataframes
 from plasmafs.client.attributes import Replica
 from plasmafs.client.errors import PlasmaError, UnavailableError
 from plasmafs.client.localread import LocalReads
@@ -16,23 +16,6 @@ from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
 
 SERVICE = "plasmafs.datanode.v1.Datanode"
-
-# A fixed 8 MiB receive window per stream. With gRPC's default bandwidth probing the window
-# grew without bound here when the reader was slower than the datanode (a `get` onto a slow
-# disk peaked at 290 MiB); fixed at 8 MiB it stays near 110 MiB, and `cat` is as fast.
-RECEIVE_WINDOW = [
-    ("grpc.http2.bdp_probe", 0),
-    ("grpc.http2.lookahead_bytes", 8 * 1024 * 1024),
-]
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 80 * 1024 * 1024),
-    ("grpc.max_send_message_length", 80 * 1024 * 1024),
-    ("grpc.enable_retries", 0),
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    *RECEIVE_WINDOW,
-]
 
 
 class DatanodeStub:
@@ -64,7 +47,7 @@ class DataChannels:
         """The stub for a datanode address."""
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            channel = grpc.aio.insecure_channel(address, options=channels.DATA_CHANNEL)
             self._channels.append(channel)
             stub = self._stubs[address] = DatanodeStub(channel)
         return stub

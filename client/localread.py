@@ -22,22 +22,15 @@ import contextlib
 import mmap
 import os
 import socket
-import struct
 from collections.abc import AsyncGenerator
 
 from plasmafs.client.attributes import Replica
 from plasmafs.client.errors import UnavailableError, error_from_wire
+from plasmafs.client.localframes import body_length, frame, recv_exact, slot_size
 from plasmafs.client.proto import datanode_pb2 as dpb
 
-SLOT_BYTES = 8 * 1024 * 1024  # the segment size, at least one block (see slot_size)
 READ_DEPTH = 2  # local read requests in flight per read_range, one connection each
 MAX_IDLE = 8  # idle connections kept per datanode socket (each holds a segment there)
-_LEN = struct.Struct(">I")
-
-
-def slot_size(blocksize: int) -> int:
-    """The segment size for a volume's blocksize."""
-    return max(SLOT_BYTES, blocksize)
 
 
 def host_identity() -> str:
@@ -48,29 +41,6 @@ def host_identity() -> str:
 def local_reads_enabled() -> bool:
     """False when PFS_LOCAL_READS=0 turns the local path off."""
     return os.environ.get("PFS_LOCAL_READS", "1") != "0"
-
-
-def frame(message: dpb.ReadRequest | dpb.LocalReadReply) -> bytes:
-    """A message as it travels on a local-read socket: its length, then its bytes."""
-    payload = message.SerializeToString()
-    return _LEN.pack(len(payload)) + payload
-
-
-def body_length(head: bytes | bytearray) -> int:
-    """The length a frame's 4-byte head announces."""
-    return int(_LEN.unpack(head)[0])
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    """Exactly `n` bytes, or ConnectionError on a closed socket."""
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("the peer closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
 
 
 class LocalConnection:

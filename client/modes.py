@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from plasmafs.client.errors import InvalidArgumentError
+from plasmafs.client.values import ALL_MODE_BITS
 
-ALL_BITS = 0o7777
+ALL_BITS = ALL_MODE_BITS
 _WHO_BITS = {
     "u": statmod.S_ISUID | statmod.S_IRWXU,
     "g": statmod.S_ISGID | statmod.S_IRWXG,

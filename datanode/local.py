@@ -25,16 +25,15 @@ import socket
 import threading
 from pathlib import Path
 
-from plasmafs.client import tickets
 from plasmafs.client.errors import (
     InvalidArgumentError,
     PlasmaError,
     StorageError,
     UnavailableError,
 )
-from plasmafs.client.localread import body_length, frame, recv_exact, slot_size
+from plasmafs.client.localframes import body_length, frame, recv_exact, slot_size
 from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.datanode.service import Registration
+from plasmafs.datanode.registration import Registration, authorize
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)
@@ -170,12 +169,8 @@ class LocalReadServer:
 
     def _read(self, request: dpb.ReadRequest, segment: mmap.mmap) -> dpb.LocalReadReply:
         try:
-            reg = self.registration
-            if not reg.secret:
-                raise StorageError("the datanode has not registered with a namenode yet")
             start, count = request.block_start, request.block_count
-            tickets.check(reg.secret, request.ticket, reg.datanode_id, start, count, write=False)
-            self.volume.check_range(start, count)
+            authorize(self.registration, self.volume, request.ticket, start, count, write=False)
             bs = self.volume.info.blocksize
             if count * bs > len(segment):
                 raise InvalidArgumentError(f"at most {len(segment) // bs} blocks per local read")

@@ -10,23 +10,18 @@ from pathlib import Path
 
 import grpc
 
-from plasmafs.client.datapath import RECEIVE_WINDOW
+from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import error_from_rpc
 from plasmafs.datanode.local import LocalReadServer
-from plasmafs.datanode.service import DatanodeServicer, Registration, add_to_server
+from plasmafs.datanode.registration import Registration
+from plasmafs.datanode.service import DatanodeServicer, add_to_server
 from plasmafs.datanode.settings import DatanodeSettings
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 80 * 1024 * 1024),
-    ("grpc.max_send_message_length", 80 * 1024 * 1024),
-    *RECEIVE_WINDOW,  # what a put may buffer here while the disk lags
-]
 
 
 async def register(
@@ -125,7 +120,7 @@ async def _serve(
     io: ThreadPoolExecutor,
     local: LocalReadServer | None,
 ) -> None:
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+    server = grpc.aio.server(options=channels.DATANODE_SERVER)
     add_to_server(DatanodeServicer(volume, registration, io), server)
     port = server.add_insecure_port(settings.listen)
     if port == 0:

@@ -17,23 +17,16 @@ from typing import Any
 
 import grpc
 
-from plasmafs.client import dataframes, tickets
+from plasmafs.client import dataframes
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import abort_with
+from plasmafs.datanode.registration import Registration, authorize
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BLOCKS = 4  # messages of up to 4 blocks: fewer per-message costs, bounded memory
-
-
-class Registration:
-    """What the namenode told this datanode when it registered."""
-
-    def __init__(self) -> None:
-        self.datanode_id = 0
-        self.secret = b""
 
 
 class DatanodeServicer:
@@ -47,11 +40,7 @@ class DatanodeServicer:
         self.bytes_written = 0
 
     def _check(self, ticket: dpb.Ticket, start: int, count: int, write: bool) -> None:
-        reg = self.registration
-        if not reg.secret:
-            raise StorageError("the datanode has not registered with a namenode yet")
-        tickets.check(reg.secret, ticket, reg.datanode_id, start, count, write=write)
-        self.volume.check_range(start, count)
+        authorize(self.registration, self.volume, ticket, start, count, write=write)
 
     async def ReadBlocks(
         self, request: dpb.ReadRequest, context: grpc.aio.ServicerContext

@@ -11,7 +11,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from plasmafs.client.daemon import DaemonSettings
+from plasmafs.client.errors import PlasmaError
 from plasmafs.client.sizes import parse_size
+from plasmafs.client.values import check_blocksize
 
 
 class DatanodeSettings(DaemonSettings):
@@ -57,9 +59,10 @@ class DatanodeSettings(DaemonSettings):
     @field_validator("blocksize")
     @classmethod
     def _power_of_two(cls, value: int) -> int:
-        if not (64 * 1024 <= value <= 64 * 1024 * 1024 and value & (value - 1) == 0):
-            raise ValueError("blocksize must be a power of two from 64K to 64M")
-        return value
+        try:
+            return check_blocksize(value)
+        except PlasmaError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("sync")
     @classmethod

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import grpc
 
 from loadtests.peak import peak_kib
@@ -28,6 +27,7 @@ from plasmafs.client.local.cluster import (
 )
 from plasmafs.client.local.postgres import (
     LocalPostgres,
+    create_database,
     free_port,
     start_postgres,
     stop_postgres,
@@ -74,7 +74,7 @@ def bench_cluster(
     if metrics_address:
         env["PFS_NAMENODE_METRICS_LISTEN"] = metrics_address
     try:
-        asyncio.run(_create_database(pg.dsn(), "plasmafs"))
+        asyncio.run(create_database(pg.dsn(), "plasmafs"))
         pid, address = start_namenode_process(
             workdir, pg.dsn("plasmafs"), "127.0.0.1:0", extra_env=env
         )
@@ -91,14 +91,6 @@ def bench_cluster(
             stop_process(pid, "plasmafs.namenode")
         stop_postgres(pg.datadir)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-async def _create_database(admin: str, name: str) -> None:
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
 
 
 def peak_rss_mib(pid: int) -> float:

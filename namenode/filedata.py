@@ -20,12 +20,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from plasmafs.client import tickets
-from plasmafs.client.attributes import FileKind
+from plasmafs.client.attributes import Extent, FileKind, Replica
 from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
-from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
@@ -35,27 +33,6 @@ from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 
 MAX_ALLOCATE = 16384  # blocks per request
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaGrant:
-    """One replica of a file range with its ticket."""
-
-    datanode_id: int
-    address: str
-    block_start: int
-    ticket: dpb.Ticket
-    host: str = ""
-    local_socket: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ExtentGrant:
-    """File blocks [file_index, file_index + block_count) and where they live."""
-
-    file_index: int
-    block_count: int
-    replicas: tuple[ReplicaGrant, ...]
 
 
 class FileData:
@@ -109,9 +86,7 @@ class FileData:
 
     # --- changes ----------------------------------------------------------------------------
 
-    async def allocate(
-        self, txn: Txn, inode: Inode, file_index: int, count: int
-    ) -> list[ExtentGrant]:
+    async def allocate(self, txn: Txn, inode: Inode, file_index: int, count: int) -> list[Extent]:
         """Reserve `count` blocks from `file_index` on `replication` datanodes each."""
         if inode.kind is not FileKind.FILE:
             raise IsDirectoryError("blocks belong to files")
@@ -129,7 +104,7 @@ class FileData:
             self.registry.live(), inode.attr.replication, count, hints
         )
         cs = txn.cs
-        grants: list[ExtentGrant] = []
+        grants: list[Extent] = []
         position = file_index
         for p in placements:
             replicas = []
@@ -138,14 +113,14 @@ class FileData:
                 row = ExtentRow(position, p.count, datanode, start)
                 cs.extents_added[(ino, position, datanode)] = row
                 replicas.append(self._grant(row, write=True))
-            grants.append(ExtentGrant(position, p.count, tuple(replicas)))
+            grants.append(Extent(position, p.count, tuple(replicas)))
             position += p.count
         cs.extents_changed.add(ino)
         return grants
 
     async def blocks(
         self, txn: Txn | None, inode: Inode, file_index: int, count: int
-    ) -> list[ExtentGrant]:
+    ) -> list[Extent]:
         """The extents covering [file_index, file_index + count) (count 0: to the end),
         with read tickets."""
         if inode.kind is not FileKind.FILE:
@@ -162,7 +137,7 @@ class FileData:
                 continue
             grouped.setdefault((row.file_index, row.block_count), []).append(row)
         return [
-            ExtentGrant(fi, n, tuple(self._grant(r, write=False) for r in rows))
+            Extent(fi, n, tuple(self._grant(r, write=False) for r in rows))
             for (fi, n), rows in sorted(grouped.items())
         ]
 
@@ -253,7 +228,7 @@ class FileData:
         else:
             cs.released.append((datanode, start, count))
 
-    def _grant(self, row: ExtentRow, *, write: bool) -> ReplicaGrant:
+    def _grant(self, row: ExtentRow, *, write: bool) -> Replica:
         ticket = tickets.sign(
             self.registry.secret,
             row.datanode_id,
@@ -263,11 +238,11 @@ class FileData:
             ttl_seconds=self.ticket_ttl,
         )
         node = self.registry.row(row.datanode_id)
-        return ReplicaGrant(
+        return Replica(
             row.datanode_id,
             node.address if node else "",
             row.block_start,
-            ticket,
+            ticket.SerializeToString(),
             node.host if node else "",
             node.local_socket if node else "",
         )

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 
 from plasmafs.client import paths
-from plasmafs.client.attributes import Attr, FileKind, FsStat
+from plasmafs.client.attributes import Attr, Extent, FileKind, FsStat
 from plasmafs.client.errors import (
     BusyError,
     ConflictError,
@@ -25,13 +25,14 @@ from plasmafs.client.errors import (
     NotDirectoryError,
     NotEmptyError,
     NotFoundError,
+    PlasmaError,
     StorageError,
     TransactionError,
 )
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
-from plasmafs.namenode.filedata import ExtentGrant, FileData
+from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
@@ -343,7 +344,7 @@ class Namespace:
 
     async def allocate(
         self, txn: Txn | None, ino: int, file_index: int, count: int
-    ) -> tuple[Inode, list[ExtentGrant]]:
+    ) -> tuple[Inode, list[Extent]]:
         """Reserve new blocks for a file range (replacing what was there at commit)."""
         t = self._writable(txn)
         if await self._inode(t, ino) is None:
@@ -356,7 +357,7 @@ class Namespace:
 
     async def blocks(
         self, txn: Txn | None, ino: int, file_index: int, count: int
-    ) -> tuple[Inode, list[ExtentGrant]]:
+    ) -> tuple[Inode, list[Extent]]:
         """A file's extents with read tickets, as the transaction sees them."""
         if txn is not None:
             txn.check_open()
@@ -370,33 +371,12 @@ class Namespace:
     async def mkdir(self, txn: Txn | None, raw: bytes, mode: int, uid: int, gid: int) -> Attr:
         """Create a directory."""
         t = self._writable(txn)
-        parts = paths.split_canonical(raw)
-        if not parts:
-            raise ExistsError("/ exists")
+        parts = _new_path(raw, ExistsError("/ exists"))
         check_mode(mode)
-        parent, name = await self._locked_parent(t, parts)
-        if await self._entry(t, parent.ino, name) is not None:
-            raise ExistsError(f"{raw.decode()} exists")
-        now = time.time_ns()
-        ino = await self._new_ino()
-        attr = Attr(
-            ino,
-            FileKind.DIRECTORY,
-            mode,
-            uid,
-            gid,
-            0,
-            now,
-            now,
-            2,
-            self.default_replication,
-            self.default_blocksize,
-            1,
-        )
-        t.cs.put_inode(Inode(attr), created=True)
-        t.cs.set_entry(parent.ino, name, ino)
-        t.cs.dir_parents[ino] = parent.ino
-        t.cs.touch(parent.ino, now, +1)
+        parent, name = await self._free_name(t, parts, raw)
+        attr = self._new_attr(FileKind.DIRECTORY, await self._new_ino(), mode, uid, gid, nlink=2)
+        self._link_new(t, parent, name, Inode(attr), nlink_delta=+1)
+        t.cs.dir_parents[attr.ino] = parent.ino
         return attr
 
     async def create(
@@ -411,9 +391,7 @@ class Namespace:
     ) -> Attr:
         """Create an empty file; EEXIST if the name is taken."""
         t = self._writable(txn)
-        parts = paths.split_canonical(raw)
-        if not parts:
-            raise IsDirectoryError("/ is a directory")
+        parts = _new_path(raw, IsDirectoryError("/ is a directory"))
         check_mode(mode)
         replication = check_replication(replication or self.default_replication)
         blocksize = check_blocksize(blocksize or self.default_blocksize)
@@ -421,15 +399,10 @@ class Namespace:
             raise InvalidArgumentError(
                 f"blocksize {blocksize} differs from the cluster's {self.default_blocksize}"
             )
-        parent, name = await self._locked_parent(t, parts)
-        if await self._entry(t, parent.ino, name) is not None:
-            raise ExistsError(f"{raw.decode()} exists")
-        now = time.time_ns()
+        parent, name = await self._free_name(t, parts, raw)
         ino = await self._new_ino()
-        attr = Attr(ino, FileKind.FILE, mode, uid, gid, 0, now, now, 1, replication, blocksize, 1)
-        t.cs.put_inode(Inode(attr), created=True)
-        t.cs.set_entry(parent.ino, name, ino)
-        t.cs.touch(parent.ino, now)
+        attr = self._new_attr(FileKind.FILE, ino, mode, uid, gid, replication=replication)
+        self._link_new(t, parent, name, Inode(attr))
         return attr
 
     async def symlink(
@@ -437,33 +410,47 @@ class Namespace:
     ) -> Attr:
         """Create a symbolic link to `target_raw`."""
         t = self._writable(txn)
-        parts = paths.split_canonical(raw)
-        if not parts:
-            raise ExistsError("/ exists")
+        parts = _new_path(raw, ExistsError("/ exists"))
         target = paths.check_symlink_target(target_raw)
+        parent, name = await self._free_name(t, parts, raw)
+        ino = await self._new_ino()
+        attr = self._new_attr(FileKind.SYMLINK, ino, 0o777, uid, gid, size=len(target_raw))
+        self._link_new(t, parent, name, Inode(attr, target))
+        return attr
+
+    # The steps every new name takes: lock its parent, check the name is free, build the
+    # new inode's attributes, link it in.
+
+    async def _free_name(self, t: Txn, parts: list[str], raw: bytes) -> tuple[Inode, str]:
         parent, name = await self._locked_parent(t, parts)
         if await self._entry(t, parent.ino, name) is not None:
             raise ExistsError(f"{raw.decode()} exists")
+        return parent, name
+
+    def _new_attr(
+        self,
+        kind: FileKind,
+        ino: int,
+        mode: int,
+        uid: int,
+        gid: int,
+        *,
+        size: int = 0,
+        nlink: int = 1,
+        replication: int = 0,
+    ) -> Attr:
         now = time.time_ns()
-        ino = await self._new_ino()
-        attr = Attr(
-            ino,
-            FileKind.SYMLINK,
-            0o777,
-            uid,
-            gid,
-            len(target_raw),
-            now,
-            now,
-            1,
-            self.default_replication,
-            self.default_blocksize,
-            1,
-        )
-        t.cs.put_inode(Inode(attr, target), created=True)
-        t.cs.set_entry(parent.ino, name, ino)
-        t.cs.touch(parent.ino, now)
-        return attr
+        replication = replication or self.default_replication
+        return Attr(
+            ino, kind, mode, uid, gid, size, now, now, nlink, replication,
+            self.default_blocksize, 1,
+        )  # fmt: skip
+
+    @staticmethod
+    def _link_new(t: Txn, parent: Inode, name: str, inode: Inode, nlink_delta: int = 0) -> None:
+        t.cs.put_inode(inode, created=True)
+        t.cs.set_entry(parent.ino, name, inode.ino)
+        t.cs.touch(parent.ino, inode.attr.mtime_ns, nlink_delta)
 
     async def unlink(self, txn: Txn | None, raw: bytes) -> None:
         """Remove a file or symbolic link."""
@@ -636,3 +623,11 @@ class Namespace:
         )
         t.cs.put_inode(replace(current, attr=new))
         return new
+
+
+def _new_path(raw: bytes, at_root: PlasmaError) -> list[str]:
+    """The components of a path a new name is made at; `at_root` for "/" itself."""
+    parts = paths.split_canonical(raw)
+    if not parts:
+        raise at_root
+    return parts

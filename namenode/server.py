@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError, NotActiveError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.namenode.allocator import Allocator
@@ -26,15 +27,6 @@ from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.store import Store
 
 log = logging.getLogger(__name__)
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
 
 
 @dataclass
@@ -78,7 +70,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     namespace.committer.group_observer = metrics.group_size.observe
     servicer = NamenodeServicer(namespace, settings, metrics)
     metrics.add_gauges(lambda: gauges(servicer, namespace, namespace.data.registry))
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+    server = grpc.aio.server(options=channels.NAMENODE_SERVER)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
     registry = RegistryServicer(namespace.data.registry)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)

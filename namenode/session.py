@@ -17,10 +17,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from plasmafs.client.attributes import Extent
 from plasmafs.client.errors import BusyError, PlasmaError, StorageError, TransactionError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.eager import start_eagerly
-from plasmafs.namenode.filedata import ExtentGrant
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.records import Inode
@@ -292,7 +292,7 @@ async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     _block_list(out.block_list, inode, grants)
 
 
-def _block_list(out: pb.BlockList, inode: Inode, grants: list[ExtentGrant]) -> None:
+def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
     out.blocksize = inode.attr.blocksize
     out.size = inode.attr.size
     out.replication = inode.attr.replication
@@ -306,7 +306,7 @@ def _block_list(out: pb.BlockList, inode: Inode, grants: list[ExtentGrant]) -> N
                 host=rep.host,
                 local_socket=rep.local_socket,
             )
-            replica.ticket.CopyFrom(rep.ticket)
+            replica.ticket.MergeFromString(rep.ticket)
     out.SetInParent()
 
 

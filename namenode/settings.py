@@ -11,6 +11,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from plasmafs.client.daemon import DaemonSettings
+from plasmafs.client.errors import PlasmaError
+from plasmafs.client.values import check_address
 
 
 class NamenodeSettings(DaemonSettings):
@@ -52,10 +54,10 @@ class NamenodeSettings(DaemonSettings):
     @field_validator("listen")
     @classmethod
     def _listen_has_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"listen must be host:port, got {value!r}")
-        return value
+        try:
+            return check_address(value, "listen", any_port=True)
+        except PlasmaError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> NamenodeSettings:

@@ -12,7 +12,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from plasmafs.client.local.cluster import start_daemon
+from plasmafs.client.local.postgres import create_database as create_postgres_database
 from plasmafs.namenode.migrator import migrate
 
 TEMPLATE = "pfs_test_template"
@@ -37,9 +38,9 @@ async def create_template(admin_dsn: str) -> None:
     conn = await asyncpg.connect(admin_dsn)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
-        await conn.execute(f"CREATE DATABASE \"{TEMPLATE}\" ENCODING 'UTF8' TEMPLATE template0")
     finally:
         await conn.close()
+    await create_postgres_database(admin_dsn, TEMPLATE)
     conn = await asyncpg.connect(with_database(admin_dsn, TEMPLATE))
     try:
         await migrate(conn)
@@ -50,11 +51,7 @@ async def create_template(admin_dsn: str) -> None:
 async def create_database(admin_dsn: str) -> str:
     """A fresh copy of the template; returns its DSN."""
     name = "pfs_test_" + uuid.uuid4().hex[:12]
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
-    finally:
-        await conn.close()
+    await create_postgres_database(admin_dsn, name, template=TEMPLATE)
     return with_database(admin_dsn, name)
 
 
@@ -79,38 +76,10 @@ class NamenodeProcess:
     env: dict[str, str] | None = None
 
     def start(self, timeout: float = 30.0) -> NamenodeProcess:
-        """Start (or restart) the daemon and wait until it serves."""
-        ready = self.workdir / "namenode.ready"
-        ready.unlink(missing_ok=True)
-        log = open(self.workdir / "namenode.log", "ab")  # noqa: SIM115 - the child keeps it
-        listen = self.address or "127.0.0.1:0"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "plasmafs.namenode",
-                "--dsn",
-                self.dsn,
-                "--listen",
-                listen,
-                "--ready-file",
-                str(ready),
-            ],
-            stdout=log,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            env=dict(os.environ, **(self.env or {})),
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while not ready.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError("namenode exited at start:\n" + self.log_tail())
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError("namenode did not start:\n" + self.log_tail())
-            time.sleep(0.02)
-        self.address = ready.read_text().strip()
+        """Start (or restart, on the same address) the daemon and wait until it serves;
+        StorageError with its last log line if it exits at start."""
+        args = ["plasmafs.namenode", "--dsn", self.dsn, "--listen", self.address or "127.0.0.1:0"]
+        self.proc, self.address = start_daemon("namenode", self.workdir, args, timeout, self.env)
         return self
 
     def log_tail(self, lines: int = 30) -> str:

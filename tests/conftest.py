@@ -1,5 +1,6 @@
 """Fixtures: `admin_dsn` (the run's PostgreSQL), `dsn` (a fresh migrated database per
-test), `namenode` (a namenode process on it), `fs` (a connected asyncio client)."""
+test), `namenode` (a namenode process on it), `fs` (a connected asyncio client), `lib`
+(the synchronous client), `pfs` (the CLI), `data_cluster` and `dfs` (with datanodes)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client
+from plasmafs.client import Client, SyncClient
 from plasmafs.client.local.postgres import start_postgres, stop_postgres
+from tests.cli_runner import Pfs, clean_env, run_pfs
 from tests.cluster import (
     DatanodeProcess,
     NamenodeProcess,
@@ -67,6 +69,22 @@ async def fs(namenode: NamenodeProcess) -> AsyncIterator[Client]:
     await client.connection()
     yield client
     await client.close()
+
+
+@pytest.fixture
+def pfs(namenode: NamenodeProcess, tmp_path: Path) -> Pfs:
+    """`pfs(*args)` runs the CLI against the test's namenode, with a private PFS_HOME."""
+    home = tmp_path / "pfs-home"
+    home.mkdir()
+    env = clean_env(home, namenode.address)
+    return lambda *args: run_pfs(env, *args)
+
+
+@pytest.fixture
+def lib(namenode: NamenodeProcess) -> Iterator[SyncClient]:
+    """The synchronous client library on the test's namenode."""
+    with SyncClient(namenode.address) as client:
+        yield client
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client, PlasmaError, ShutdownError
+from plasmafs.client import Client, PlasmaError, ShutdownError, StorageError
 from plasmafs.client.local.postgres import LocalPostgres, start_postgres, stop_postgres
 from tests.cluster import NamenodeProcess
 
@@ -131,7 +131,7 @@ async def test_the_namenode_retakes_its_lock_and_a_second_one_is_refused(
         await load.wait_for_progress()  # the first namenode serves writes again
         (tmp_path / "b").mkdir()
         second = NamenodeProcess(dsn, tmp_path / "b", env=env)
-        with pytest.raises(RuntimeError, match="another namenode"):
+        with pytest.raises(StorageError, match="another namenode"):
             await asyncio.to_thread(second.start)
         await load.wait_for_progress()
         await load.stop()

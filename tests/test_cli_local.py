@@ -10,7 +10,8 @@ import signal
 from pathlib import Path
 
 from plasmafs.client.local.postgres import postgres_running, stop_postgres
-from tests.test_cli import _daemons_under, assert_error, assert_ok, clean_env, run_pfs
+from tests.cli_runner import assert_error, assert_ok, clean_env, run_pfs
+from tests.test_cli import _daemons_under
 
 
 def _shape(home: Path) -> dict[str, int]:

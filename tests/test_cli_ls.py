@@ -4,31 +4,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from plasmafs.client import SyncClient
-from tests.cluster import NamenodeProcess
-from tests.test_cli import Pfs, assert_error, assert_ok, clean_env, long_line, run_pfs
-
-
-@pytest.fixture
-def pfs(namenode: NamenodeProcess, tmp_path: Path) -> Pfs:
-    """`pfs(*args)` runs the CLI against the test's namenode."""
-    home = tmp_path / "pfs-home"
-    home.mkdir()
-    env = clean_env(home, namenode.address)
-    return lambda *args: run_pfs(env, *args)
-
-
-@pytest.fixture
-def lib(namenode: NamenodeProcess) -> Iterator[SyncClient]:
-    """The synchronous client library on the test's namenode."""
-    with SyncClient(namenode.address) as client:
-        yield client
-
+from tests.cli_runner import Pfs, assert_error, assert_ok
+from tests.test_cli import long_line
 
 LINKS = {  # name -> target
     "to-file": "/d/f",

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import SyncClient
-from tests.cluster import NamenodeProcess
-from tests.test_cli import Pfs, assert_error, assert_ok, clean_env, run_pfs
+from tests.cli_runner import Pfs, assert_error, assert_ok
 
 # Near-misses of octal digits and of symbolic modes: int(text, 8) took the first two.
 BAD_MODES = [
@@ -39,22 +38,6 @@ BAD_MODES = [
     "u=go",
     "+ux",
 ]
-
-
-@pytest.fixture
-def pfs(namenode: NamenodeProcess, tmp_path: Path) -> Pfs:
-    """`pfs(*args)` runs the CLI against the test's namenode (umask 022)."""
-    home = tmp_path / "pfs-home"
-    home.mkdir()
-    env = clean_env(home, namenode.address)
-    return lambda *args: run_pfs(env, *args)
-
-
-@pytest.fixture
-def lib(namenode: NamenodeProcess) -> Iterator[SyncClient]:
-    """The synchronous client library on the test's namenode."""
-    with SyncClient(namenode.address) as client:
-        yield client
 
 
 @pytest.fixture(autouse=True)

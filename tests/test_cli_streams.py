@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import SyncClient
+from tests.cli_runner import Result, assert_error, clean_env
 from tests.cluster import NamenodeProcess
 from tests.conftest import DataCluster
-from tests.test_cli import Result, assert_error, clean_env
 
 
 def run_closed(env: dict[str, str], closed: int, *args: str) -> Result:

@@ -146,3 +146,33 @@ async def test_a_failure_after_the_write_leaves_the_committer_running(
     assert len(namespace.locks) == 0
     monkeypatch.undo()
     await _can_create_again(namespace)
+
+
+async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
+    namespace: Namespace, dsn: str
+) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:  # PostgreSQL refuses one name only
+        await conn.execute(
+            """CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN
+                   IF NEW.name = 'bad' THEN RAISE EXCEPTION 'injected: no bad names'; END IF;
+                   RETURN NEW;
+               END $$;
+               CREATE TRIGGER refuse_bad BEFORE INSERT ON entries
+               FOR EACH ROW EXECUTE FUNCTION refuse_bad()"""
+        )
+    finally:
+        await conn.close()
+    txns = []
+    for k, name in enumerate([b"/good1", b"/bad", b"/good2"], start=1):
+        txn = namespace.begin(k, "test", 0.0)
+        await namespace.create(txn, name, 0o644, 0, 0, 1, 0)
+        txns.append(txn)
+    groups_before = namespace.committer.stats.groups
+    results = await asyncio.gather(*(namespace.commit(t) for t in txns), return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], StorageError) and "no bad names" in str(results[1])
+    assert [t.state for t in txns] == [TxnState.COMMITTED, TxnState.ABORTED, TxnState.COMMITTED]
+    assert namespace.committer.stats.groups - groups_before == 2  # written one by one
+    assert len(namespace.locks) == 0

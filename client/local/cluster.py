@@ -22,6 +22,7 @@ from pathlib import Path
 from plasmafs.client.config import write_client_config
 from plasmafs.client.errors import ConfigError, StorageError
 from plasmafs.client.local.postgres import (
+    create_database,
     free_port,
     postgres_running,
     start_postgres,
@@ -130,18 +131,6 @@ def _external_dsn() -> str | None:
     return None
 
 
-async def _ensure_database(admin_dsn: str, name: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
-        if not exists:
-            await conn.execute(f"CREATE DATABASE \"{name}\" ENCODING 'UTF8' TEMPLATE template0")
-    finally:
-        await conn.close()
-
-
 def _pick_namenode_port() -> int:
     import socket
 
@@ -165,7 +154,8 @@ def start_namenode_process(
     args = ["plasmafs.namenode", "--listen", listen]
     if dsn:
         args += ["--dsn", dsn]
-    return _start_daemon("namenode", home, args, timeout, extra_env)
+    proc, address = start_daemon("namenode", home, args, timeout, extra_env)
+    return proc.pid, address
 
 
 def start_datanode_process(
@@ -186,14 +176,21 @@ def start_datanode_process(
         "--namenode", namenode,
         "--listen", "127.0.0.1:0",
     ]  # fmt: skip
-    return _start_daemon("datanode", directory, args, timeout, extra_env)
+    proc, address = start_daemon("datanode", directory, args, timeout, extra_env)
+    return proc.pid, address
 
 
-def _start_daemon(
-    role: str, workdir: Path, args: list[str], timeout: float, extra_env: dict[str, str] | None
-) -> tuple[int, str]:
+def start_daemon(
+    role: str,
+    workdir: Path,
+    args: list[str],
+    timeout: float = 30.0,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], str]:
     """Run `python -m ARGS --ready-file ...` detached, logging to WORKDIR/ROLE.log, and
-    wait until it reports its address (or fails, with its last log line as the error)."""
+    wait until it reports its address (or fails, with its last log line as the error);
+    returns the process and the address. The local cluster, the tests and the
+    benchmarks all start their daemons here."""
     ready = workdir / f"{role}.ready"
     ready.unlink(missing_ok=True)
     log_path = workdir / f"{role}.log"
@@ -216,7 +213,7 @@ def _start_daemon(
             proc.kill()
             raise StorageError(f"a {role} did not start within {timeout:g}s; see {log_path}")
         time.sleep(0.02)
-    return proc.pid, ready.read_text().strip()
+    return proc, ready.read_text().strip()
 
 
 def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:
@@ -275,7 +272,11 @@ def up(
     else:
         pg = start_postgres(home / "postgres") if not postgres_running(home / "postgres") else None
         port = pg.port if pg is not None else _running_pg_port(home / "postgres")
-        asyncio.run(_ensure_database(f"postgresql://postgres@127.0.0.1:{port}/postgres", DATABASE))
+        asyncio.run(
+            create_database(
+                f"postgresql://postgres@127.0.0.1:{port}/postgres", DATABASE, if_missing=True
+            )
+        )
         dsn, embedded = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", True
     if state is not None:
         _stop_daemons(state)

@@ -131,6 +131,22 @@ def stop_postgres(datadir: Path, timeout: float = 60.0) -> None:
             raise StorageError(f"could not stop PostgreSQL in {datadir}: {exc}") from exc
 
 
+async def create_database(
+    admin_dsn: str, name: str, *, template: str = "template0", if_missing: bool = False
+) -> None:
+    """Create database `name` (UTF8) as a copy of `template`; with `if_missing`, keep one
+    that exists already."""
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        if if_missing and await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            return
+        await conn.execute(f'CREATE DATABASE "{name}" ENCODING \'UTF8\' TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+
+
 def postgres_running(datadir: Path) -> bool:
     """True if the server of `datadir` is up."""
     pidfile = datadir / "postmaster.pid"

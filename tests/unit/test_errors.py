@@ -1,9 +1,6 @@
-"""Errors keep their types across the wire; the shared core loads no transport."""
+"""Errors keep their types across the wire."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
@@ -40,24 +37,3 @@ def test_config_and_connection_errors_keep_their_types() -> None:
     assert isinstance(config, errors.ConfigError)
     assert isinstance(lost, errors.ConnectionLostError)
     assert type(errors.error_from_wire(9999, "?")) is errors.StorageError
-
-
-def _loaded_after(statement: str, modules: list[str]) -> list[str]:
-    code = f"import sys\n{statement}\nprint(' '.join(m for m in {modules!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return out.stdout.split()
-
-
-def test_the_library_loads_no_grpc_until_a_client_is_made() -> None:
-    assert _loaded_after("import plasmafs.client", ["grpc", "asyncio"]) == []
-    assert _loaded_after("from plasmafs.client import NotFoundError, Attr", ["grpc"]) == []
-
-
-def test_the_namespace_rules_load_no_client_machinery() -> None:
-    client_parts = [
-        "grpc",
-        "plasmafs.client.connection",
-        "plasmafs.client.files",
-        "plasmafs.client.sync",
-    ]
-    assert _loaded_after("import plasmafs.namenode.namespace", client_parts) == []

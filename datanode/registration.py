@@ -1,0 +1,35 @@
+"""What the namenode told this datanode when it registered, and the one check every
+request of either data path (gRPC, local reads) passes: a valid ticket for exactly its
+blocks, inside the volume."""
+
+from __future__ import annotations
+
+from plasmafs.client import tickets
+from plasmafs.client.errors import StorageError
+from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.datanode.volume import Volume
+
+
+class Registration:
+    """This datanode's id and the ticket secret, once registered."""
+
+    def __init__(self) -> None:
+        self.datanode_id = 0
+        self.secret = b""
+
+
+def authorize(
+    registration: Registration,
+    volume: Volume,
+    ticket: dpb.Ticket,
+    start: int,
+    count: int,
+    *,
+    write: bool,
+) -> None:
+    """Raise unless `ticket` allows reading (or writing) blocks [start, start+count) of
+    this datanode's volume."""
+    if not registration.secret:
+        raise StorageError("the datanode has not registered with a namenode yet")
+    tickets.check(registration.secret, ticket, registration.datanode_id, start, count, write=write)
+    volume.check_range(start, count)

@@ -1,0 +1,75 @@
+"""Running the `pfs` CLI in tests: a clean environment, one subprocess per command, and
+the checks every CLI test makes of its exit status and its one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+_ISOLATED = ("PFS_CLIENT_NAMENODE", "PFS_HOME", "PFS_NAMENODE_DSN")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one `pfs` run did."""
+
+    rc: int
+    out: str
+    err: str
+    seconds: float
+
+    @property
+    def lines(self) -> list[str]:
+        """stdout, line by line."""
+        return self.out.splitlines()
+
+
+def clean_env(home: Path, namenode: str | None = None) -> dict[str, str]:
+    """The environment without any inherited plasmafs or PostgreSQL settings."""
+    env = {k: v for k, v in os.environ.items() if k not in _ISOLATED and not k.startswith("PG")}
+    env["PFS_HOME"] = str(home)
+    if namenode is not None:
+        env["PFS_CLIENT_NAMENODE"] = namenode
+    return env
+
+
+def run_pfs(env: dict[str, str], *args: str, timeout: float = 60.0) -> Result:
+    """Run `pfs ARGS...` as a subprocess."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "plasmafs.client.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+
+def assert_ok(result: Result, out: str | None = "") -> None:
+    """Exit 0, nothing on stderr, and (unless None) exactly `out` on stdout."""
+    assert result.rc == 0, result
+    assert result.err == "", result
+    if out is not None:
+        assert result.out == out, result
+
+
+def assert_error(result: Result, command: str, *fragments: str) -> str:
+    """A failure reported as one `pfs: COMMAND: ...` line on stderr; returns the line."""
+    assert result.rc != 0, result
+    assert "Traceback" not in result.err, result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and result.err.endswith("\n"), result.err
+    assert lines[0].startswith(f"pfs: {command}: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+Pfs = Callable[..., Result]
