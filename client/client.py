@@ -11,19 +11,21 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from plasmafs.client import config
 from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat
 from plasmafs.client.connection import Connection
-from plasmafs.client.datapath import DataChannels
 from plasmafs.client.errors import (
     ConflictError,
     InvalidArgumentError,
     NotFoundError,
 )
-from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
 from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
+
+if TYPE_CHECKING:
+    from plasmafs.client.datapath import DataChannels
+    from plasmafs.client.files import FileReader, FileWriter
 
 T = TypeVar("T")
 
@@ -39,7 +41,18 @@ class Client:
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
         # Shared-memory reads from datanodes on this host (default: unless PFS_LOCAL_READS=0).
-        self.data = DataChannels(local_reads)
+        self._local_reads = local_reads
+        self._data: DataChannels | None = None
+
+    @property
+    def data(self) -> DataChannels:
+        """Channels to the datanodes, made on first use: a client that only works with
+        the namespace never loads the data path."""
+        if self._data is None:
+            from plasmafs.client.datapath import DataChannels
+
+            self._data = DataChannels(self._local_reads)
+        return self._data
 
     async def __aenter__(self) -> Client:
         await self.connection()
@@ -70,7 +83,8 @@ class Client:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
-        await self.data.close()
+        if self._data is not None:
+            await self._data.close()
 
     async def ping(self) -> str:
         """The namenode's version string."""
@@ -188,13 +202,16 @@ class Client:
         *,
         replication: int = 0,
         size_hint: int | None = None,
-        commit_every: int = COMMIT_EVERY,
+        commit_every: int | None = None,
     ) -> FileReader | FileWriter:
         """A file object: "rb" reads, "wb" creates or truncates and writes.
 
         For "wb": `replication` (0: the cluster default), `size_hint` (lets the namenode
-        place the data in fewer, longer runs), `commit_every` (bytes between commits).
+        place the data in fewer, longer runs), `commit_every` (bytes between commits,
+        default 1 GiB).
         """
+        from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
+
         if mode == "rb":
             return await FileReader(await self._reads(), self.data, path).open()
         if mode == "wb":
@@ -204,18 +221,22 @@ class Client:
                 path,
                 replication=replication,
                 size_hint=size_hint,
-                commit_every=commit_every,
+                commit_every=COMMIT_EVERY if commit_every is None else commit_every,
             ).open()
         raise InvalidArgumentError(f"mode must be 'rb' or 'wb', not {mode!r}")
 
     async def read_file(self, path: str) -> bytes:
         """The whole content of a (small) file."""
+        from plasmafs.client.files import FileReader
+
         reader = await self.open(path, "rb")
         assert isinstance(reader, FileReader)
         return await reader.read()
 
     async def write_file(self, path: str, data: bytes, *, replication: int = 0) -> Attr:
         """Create or replace a file with `data`."""
+        from plasmafs.client.files import FileWriter
+
         writer = await self.open(path, "wb", replication=replication, size_hint=len(data))
         assert isinstance(writer, FileWriter)
         async with writer:

@@ -10,8 +10,9 @@ import importlib.util
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from plasmafs.client import config, formatting, paths, transfer
+from plasmafs.client import config, formatting, paths
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
 from plasmafs.client.errors import (
@@ -281,18 +282,18 @@ async def cmd_put(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             raise InvalidArgumentError(f"{local}: not a readable local file")
         # As cp and `hdfs dfs -put`: into a directory under the local file's name.
         remote = paths.join(dest, os.path.basename(local)) if into_dir else dest
-        await transfer.put(fs, local, remote, args.replication or 0)
+        await _transfer().put(fs, local, remote, args.replication or 0)
 
     await out.each(args.local, one)
 
 
 async def cmd_get(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
-    await transfer.get(fs, args.remote, args.local)
+    await _transfer().get(fs, args.remote, args.local)
 
 
 async def cmd_cat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     async def one(path: str) -> None:
-        await transfer.cat(fs, path)
+        await _transfer().cat(fs, path)
 
     await out.each(args.paths, one)
 
@@ -301,7 +302,7 @@ async def cmd_blocks(fs: Client, args: argparse.Namespace, out: Reporter) -> Non
     reports: list[str] = []
 
     async def one(pattern: str) -> None:
-        reports.extend(await transfer.blocks(fs, pattern))
+        reports.extend(await _transfer().blocks(fs, pattern))
 
     try:
         await out.each(args.patterns, one)
@@ -315,6 +316,13 @@ async def cmd_fsstat(fs: Client, args: argparse.Namespace, out: Reporter) -> Non
 
 
 # --- argument helpers ---------------------------------------------------------------------
+
+
+def _transfer() -> Any:
+    # Loaded by the commands that move data only: namespace commands start faster.
+    from plasmafs.client import transfer
+
+    return transfer
 
 
 def raise_usage(message: str) -> None:
