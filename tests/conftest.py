@@ -5,6 +5,7 @@ test), `namenode` (a namenode process on it), `fs` (a connected asyncio client),
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ def admin_dsn() -> Iterator[str]:
         yield pg.dsn()
     finally:
         stop_postgres(pg.datadir)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
