@@ -118,7 +118,12 @@ class Committer:
             return
         try:
             touched = await self._store.apply([p.changeset for p in group], lane, term)
-        except NotActiveError as exc:  # PostgreSQL says another namenode took over
+        except NotActiveError as exc:  # the term this group carried has ended
+            if self._took_newer_term(term) and attempt < 5:
+                # This namenode itself retook its lock meanwhile: nothing was written, so
+                # the group goes again with the new term.
+                await self._write(group, lane, attempt + 1)
+                return
             self.stats.failed += len(group)
             self._on_term_ended(str(exc))
             self._settle_failed(group, exc)
@@ -137,6 +142,12 @@ class Committer:
                 await self._write([pending], lane)
             return
         self._publish(group, touched)
+
+    def _took_newer_term(self, term: int) -> bool:
+        try:
+            return self._term() > term
+        except NotActiveError:
+            return False
 
     def _publish(self, group: list[_Pending], touched: list) -> None:
         cache = self._cache

@@ -176,3 +176,25 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
     assert [t.state for t in txns] == [TxnState.COMMITTED, TxnState.ABORTED, TxnState.COMMITTED]
     assert namespace.committer.stats.groups - groups_before == 2  # written one by one
     assert len(namespace.locks) == 0
+
+
+async def test_a_group_written_across_its_own_namenodes_new_term_is_retried(
+    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, leadership = namespace.store, namespace.leadership
+    original = store.apply
+    retook = False
+
+    async def retake_first(changesets: object, lane: int, term: int) -> object:
+        nonlocal retook
+        if not retook:  # as when the lock's session ended and this namenode retook it
+            retook = True
+            leadership.term = await store.take_term()
+        return await original(changesets, lane, term)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "apply", retake_first)
+    txn = namespace.begin(1, "test", 0.0)
+    await namespace.create(txn, b"/f", 0o644, 0, 0, 1, 0)
+    await namespace.commit(txn)
+    assert txn.state is TxnState.COMMITTED
+    assert leadership.deposed == ""
