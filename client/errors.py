@@ -176,12 +176,12 @@ class ConfigError(PlasmaError):
 def _classes_by_code() -> dict[int, type[PlasmaError]]:
     """Each wire code's class: the one that declares the code (subclasses that only
     inherit it, such as NotActiveError, travel as their parent)."""
-    found: dict[int, type[PlasmaError]] = {pb.EIO: StorageError}
+    found: dict[int, type[PlasmaError]] = {}
     pending = list(PlasmaError.__subclasses__())
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        if "code" in cls.__dict__ and cls is not StorageError:
+        if "code" in cls.__dict__:
             if cls.code in found and found[cls.code] is not cls:
                 raise AssertionError(f"wire code {cls.code} of {cls} is also {found[cls.code]}")
             found[cls.code] = cls

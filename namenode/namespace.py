@@ -29,6 +29,7 @@ from plasmafs.client.errors import (
     StorageError,
     TransactionError,
 )
+from plasmafs.client.values import check_blocksize, check_mode, check_replication
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
@@ -40,12 +41,7 @@ from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
-from plasmafs.namenode.validation import (
-    check_blocksize,
-    check_cursor,
-    check_mode,
-    check_replication,
-)
+from plasmafs.namenode.validation import check_cursor
 
 MAX_SYMLINK_HOPS = 40
 MAX_DEPTH = 4096

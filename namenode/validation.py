@@ -1,14 +1,11 @@
-"""Checks of request values the namespace rules share: directory-listing cursors here,
-and the checks every process shares (modes, replication, blocksizes) from
+"""Checks of request values only the namespace rules make: directory-listing cursors.
+The checks every process shares (modes, replication, blocksizes) are in
 plasmafs.client.values."""
 
 from __future__ import annotations
 
 from plasmafs.client import paths
 from plasmafs.client.errors import InvalidArgumentError
-from plasmafs.client.values import check_blocksize, check_mode, check_replication
-
-__all__ = ["check_blocksize", "check_cursor", "check_mode", "check_replication"]
 
 
 def check_cursor(after: bytes) -> str:
