@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         FileKind,
         FsStat,
         Replica,
+        ReplicaState,
     )
     from plasmafs.client.client import Client, connect
     from plasmafs.client.errors import (
@@ -82,6 +83,7 @@ _WHERE = {
     "PermissionDeniedError": "plasmafs.client.errors",
     "PlasmaError": "plasmafs.client.errors",
     "Replica": "plasmafs.client.attributes",
+    "ReplicaState": "plasmafs.client.attributes",
     "ShutdownError": "plasmafs.client.errors",
     "StaleFileError": "plasmafs.client.errors",
     "StorageError": "plasmafs.client.errors",
@@ -130,6 +132,7 @@ __all__ = [
     "PermissionDeniedError",
     "PlasmaError",
     "Replica",
+    "ReplicaState",
     "ShutdownError",
     "StaleFileError",
     "StorageError",

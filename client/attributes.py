@@ -26,6 +26,22 @@ class FileKind(enum.IntEnum):
         }[self]
 
 
+class ReplicaState(enum.IntEnum):
+    """How the namenode accounts one replica; the values are the wire's ReplicaState.
+    Only LIVE replicas count in a file's actual replication."""
+
+    LIVE = pb.REPLICA_LIVE
+    SUSPECT = pb.REPLICA_SUSPECT  # its datanode missed its heartbeats
+    LOST = pb.REPLICA_LOST  # its datanode is dead longer than replica_lost_after
+    CORRUPT = pb.REPLICA_CORRUPT  # a checksum failed on it
+    DECOMMISSIONING = pb.REPLICA_DECOMMISSIONING  # its datanode is being drained
+
+    @property
+    def label(self) -> str:
+        """The lower-case name reports print."""
+        return self.name.lower()
+
+
 @dataclass(frozen=True, slots=True)
 class Attr:
     """An inode's attributes as committed (or as seen inside a transaction)."""
@@ -109,6 +125,11 @@ class FsStat:
     live_datanodes: int
     blocksize: int
     held_bytes: int = 0  # released but still readable with live tickets; part of used
+    # File blocks (each once, whatever its replication) with fewer live replicas than
+    # requested, with no live replica, and with a corrupt replica.
+    under_replicated_blocks: int = 0
+    missing_blocks: int = 0
+    corrupt_blocks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +143,7 @@ class Replica:
     ticket: bytes  # a serialized datanode Ticket
     host: str = ""
     local_socket: str = ""
+    state: ReplicaState = ReplicaState.LIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +158,11 @@ class Extent:
     def file_end(self) -> int:
         """One past the last file block."""
         return self.file_index + self.block_count
+
+    @property
+    def live_replicas(self) -> int:
+        """How many replicas count in the actual replication."""
+        return sum(1 for r in self.replicas if r.state is ReplicaState.LIVE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +190,7 @@ class BlockList:
                             r.ticket.SerializeToString(),
                             r.host,
                             r.local_socket,
+                            ReplicaState(r.state),
                         )
                         for r in e.replicas
                     ),

@@ -152,6 +152,9 @@ class Reads:
             f.live_datanodes,
             f.blocksize,
             f.held_bytes,
+            f.under_replicated_blocks,
+            f.missing_blocks,
+            f.corrupt_blocks,
         )
 
 

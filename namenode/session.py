@@ -305,6 +305,7 @@ def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
                 block_start=rep.block_start,
                 host=rep.host,
                 local_socket=rep.local_socket,
+                state=int(rep.state),  # type: ignore[arg-type]
             )
             replica.ticket.MergeFromString(rep.ticket)
     out.SetInParent()

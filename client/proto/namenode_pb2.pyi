@@ -32,12 +32,27 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ECONFIG: _ClassVar[ErrorCode]
     ECONNLOST: _ClassVar[ErrorCode]
 
+class ReplicaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPLICA_LIVE: _ClassVar[ReplicaState]
+    REPLICA_SUSPECT: _ClassVar[ReplicaState]
+    REPLICA_LOST: _ClassVar[ReplicaState]
+    REPLICA_CORRUPT: _ClassVar[ReplicaState]
+    REPLICA_DECOMMISSIONING: _ClassVar[ReplicaState]
+
 class FileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     KIND_UNSPECIFIED: _ClassVar[FileKind]
     KIND_FILE: _ClassVar[FileKind]
     KIND_DIRECTORY: _ClassVar[FileKind]
     KIND_SYMLINK: _ClassVar[FileKind]
+
+class DatanodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DATANODE_LIVE: _ClassVar[DatanodeState]
+    DATANODE_DEAD: _ClassVar[DatanodeState]
+    DATANODE_DECOMMISSIONING: _ClassVar[DatanodeState]
+    DATANODE_DECOMMISSIONED: _ClassVar[DatanodeState]
 OK: ErrorCode
 ENOENT: ErrorCode
 EEXIST: ErrorCode
@@ -58,10 +73,19 @@ ECORRUPT: ErrorCode
 EUNAVAIL: ErrorCode
 ECONFIG: ErrorCode
 ECONNLOST: ErrorCode
+REPLICA_LIVE: ReplicaState
+REPLICA_SUSPECT: ReplicaState
+REPLICA_LOST: ReplicaState
+REPLICA_CORRUPT: ReplicaState
+REPLICA_DECOMMISSIONING: ReplicaState
 KIND_UNSPECIFIED: FileKind
 KIND_FILE: FileKind
 KIND_DIRECTORY: FileKind
 KIND_SYMLINK: FileKind
+DATANODE_LIVE: DatanodeState
+DATANODE_DEAD: DatanodeState
+DATANODE_DECOMMISSIONING: DatanodeState
+DATANODE_DECOMMISSIONED: DatanodeState
 
 class Attr(_message.Message):
     __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version")
@@ -243,8 +267,20 @@ class GetBlocks(_message.Message):
     count: int
     def __init__(self, ino: _Optional[int] = ..., file_index: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
+class ReportCorrupt(_message.Message):
+    __slots__ = ("datanode_id", "block_start", "block_count", "reason")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: int
+    block_start: int
+    block_count: int
+    reason: str
+    def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks")
+    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +300,7 @@ class Request(_message.Message):
     FSSTAT_FIELD_NUMBER: _ClassVar[int]
     ALLOCATE_FIELD_NUMBER: _ClassVar[int]
     BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_CORRUPT_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     begin: Begin
@@ -283,7 +320,8 @@ class Request(_message.Message):
     fsstat: FsStat
     allocate: AllocateBlocks
     blocks: GetBlocks
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ...) -> None: ...
+    report_corrupt: ReportCorrupt
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -314,7 +352,7 @@ class DirPage(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[DirEntry, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class FsStatReply(_message.Message):
-    __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize", "held_bytes")
+    __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize", "held_bytes", "under_replicated_blocks", "missing_blocks", "corrupt_blocks")
     FILES_FIELD_NUMBER: _ClassVar[int]
     DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     SYMLINKS_FIELD_NUMBER: _ClassVar[int]
@@ -323,6 +361,9 @@ class FsStatReply(_message.Message):
     LIVE_DATANODES_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     files: int
     directories: int
     symlinks: int
@@ -331,27 +372,32 @@ class FsStatReply(_message.Message):
     live_datanodes: int
     blocksize: int
     held_bytes: int
-    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., live_datanodes: _Optional[int] = ..., blocksize: _Optional[int] = ..., held_bytes: _Optional[int] = ...) -> None: ...
+    under_replicated_blocks: int
+    missing_blocks: int
+    corrupt_blocks: int
+    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., live_datanodes: _Optional[int] = ..., blocksize: _Optional[int] = ..., held_bytes: _Optional[int] = ..., under_replicated_blocks: _Optional[int] = ..., missing_blocks: _Optional[int] = ..., corrupt_blocks: _Optional[int] = ...) -> None: ...
 
 class Done(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class Replica(_message.Message):
-    __slots__ = ("datanode_id", "address", "block_start", "ticket", "host", "local_socket")
+    __slots__ = ("datanode_id", "address", "block_start", "ticket", "host", "local_socket", "state")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     TICKET_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     address: str
     block_start: int
     ticket: _datanode_pb2.Ticket
     host: str
     local_socket: str
-    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., host: _Optional[str] = ..., local_socket: _Optional[str] = ...) -> None: ...
+    state: ReplicaState
+    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., host: _Optional[str] = ..., local_socket: _Optional[str] = ..., state: _Optional[_Union[ReplicaState, str]] = ...) -> None: ...
 
 class Extent(_message.Message):
     __slots__ = ("file_index", "block_count", "replicas")
@@ -454,14 +500,236 @@ class RegisterReply(_message.Message):
     heartbeat_ms: int
     def __init__(self, datanode_id: _Optional[int] = ..., ticket_secret: _Optional[bytes] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
 
+class BlockRange(_message.Message):
+    __slots__ = ("block_start", "block_count")
+    BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    block_start: int
+    block_count: int
+    def __init__(self, block_start: _Optional[int] = ..., block_count: _Optional[int] = ...) -> None: ...
+
+class CopyTask(_message.Message):
+    __slots__ = ("task_id", "source_datanode_id", "source_address", "source_ticket", "source_block_start", "block_start", "block_count")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TICKET_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    task_id: int
+    source_datanode_id: int
+    source_address: str
+    source_ticket: _datanode_pb2.Ticket
+    source_block_start: int
+    block_start: int
+    block_count: int
+    def __init__(self, task_id: _Optional[int] = ..., source_datanode_id: _Optional[int] = ..., source_address: _Optional[str] = ..., source_ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., source_block_start: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ...) -> None: ...
+
+class CopyResult(_message.Message):
+    __slots__ = ("task_id", "code", "message", "bytes")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    task_id: int
+    code: ErrorCode
+    message: str
+    bytes: int
+    def __init__(self, task_id: _Optional[int] = ..., code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class BadBlocks(_message.Message):
+    __slots__ = ("block_start", "block_count", "reason")
+    BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    block_start: int
+    block_count: int
+    reason: str
+    def __init__(self, block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("datanode_id", "identity")
+    __slots__ = ("datanode_id", "identity", "running", "finished", "corrupt", "verified")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     identity: str
-    def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ...) -> None: ...
+    running: _containers.RepeatedScalarFieldContainer[int]
+    finished: _containers.RepeatedCompositeFieldContainer[CopyResult]
+    corrupt: _containers.RepeatedCompositeFieldContainer[BadBlocks]
+    verified: _containers.RepeatedCompositeFieldContainer[BlockRange]
+    def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., running: _Optional[_Iterable[int]] = ..., finished: _Optional[_Iterable[_Union[CopyResult, _Mapping]]] = ..., corrupt: _Optional[_Iterable[_Union[BadBlocks, _Mapping]]] = ..., verified: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
+    __slots__ = ("copies", "cancel", "verify")
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    copies: _containers.RepeatedCompositeFieldContainer[CopyTask]
+    cancel: _containers.RepeatedScalarFieldContainer[int]
+    verify: _containers.RepeatedCompositeFieldContainer[BlockRange]
+    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
+
+class UsedBlocksRequest(_message.Message):
+    __slots__ = ("datanode_id", "identity", "after", "limit")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: int
+    identity: str
+    after: int
+    limit: int
+    def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., after: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class UsedBlocksReply(_message.Message):
+    __slots__ = ("ranges", "more")
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    ranges: _containers.RepeatedCompositeFieldContainer[BlockRange]
+    more: bool
+    def __init__(self, ranges: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+
+class DatanodeInfo(_message.Message):
+    __slots__ = ("datanode_id", "address", "host", "state", "alive", "capacity_bytes", "used_bytes", "replica_blocks", "last_heartbeat_age", "queued_copies", "running_copies")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_AGE_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_COPIES_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_COPIES_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: int
+    address: str
+    host: str
+    state: DatanodeState
+    alive: bool
+    capacity_bytes: int
+    used_bytes: int
+    replica_blocks: int
+    last_heartbeat_age: float
+    queued_copies: int
+    running_copies: int
+    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., host: _Optional[str] = ..., state: _Optional[_Union[DatanodeState, str]] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., replica_blocks: _Optional[int] = ..., last_heartbeat_age: _Optional[float] = ..., queued_copies: _Optional[int] = ..., running_copies: _Optional[int] = ...) -> None: ...
+
+class ListDatanodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListDatanodesReply(_message.Message):
+    __slots__ = ("datanodes",)
+    DATANODES_FIELD_NUMBER: _ClassVar[int]
+    datanodes: _containers.RepeatedCompositeFieldContainer[DatanodeInfo]
+    def __init__(self, datanodes: _Optional[_Iterable[_Union[DatanodeInfo, _Mapping]]] = ...) -> None: ...
+
+class DatanodeRequest(_message.Message):
+    __slots__ = ("datanode_id",)
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: int
+    def __init__(self, datanode_id: _Optional[int] = ...) -> None: ...
+
+class FsckRequest(_message.Message):
+    __slots__ = ("path", "all_files", "list_corrupt")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ALL_FILES_FIELD_NUMBER: _ClassVar[int]
+    LIST_CORRUPT_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    all_files: bool
+    list_corrupt: bool
+    def __init__(self, path: _Optional[bytes] = ..., all_files: _Optional[bool] = ..., list_corrupt: _Optional[bool] = ...) -> None: ...
+
+class FsckReplica(_message.Message):
+    __slots__ = ("datanode_id", "address", "block_start", "state")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: int
+    address: str
+    block_start: int
+    state: ReplicaState
+    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., state: _Optional[_Union[ReplicaState, str]] = ...) -> None: ...
+
+class FsckBlock(_message.Message):
+    __slots__ = ("file_index", "block_count", "live", "under_replicated", "mis_replicated", "missing", "corrupt", "replicas")
+    FILE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    MIS_REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    file_index: int
+    block_count: int
+    live: int
+    under_replicated: bool
+    mis_replicated: bool
+    missing: bool
+    corrupt: bool
+    replicas: _containers.RepeatedCompositeFieldContainer[FsckReplica]
+    def __init__(self, file_index: _Optional[int] = ..., block_count: _Optional[int] = ..., live: _Optional[int] = ..., under_replicated: _Optional[bool] = ..., mis_replicated: _Optional[bool] = ..., missing: _Optional[bool] = ..., corrupt: _Optional[bool] = ..., replicas: _Optional[_Iterable[_Union[FsckReplica, _Mapping]]] = ...) -> None: ...
+
+class FsckFile(_message.Message):
+    __slots__ = ("path", "size", "replication", "blocks")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    size: int
+    replication: int
+    blocks: _containers.RepeatedCompositeFieldContainer[FsckBlock]
+    def __init__(self, path: _Optional[bytes] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., blocks: _Optional[_Iterable[_Union[FsckBlock, _Mapping]]] = ...) -> None: ...
+
+class FsckSummary(_message.Message):
+    __slots__ = ("files", "directories", "symlinks", "blocks", "replica_blocks", "bytes", "under_replicated_blocks", "mis_replicated_blocks", "missing_blocks", "corrupt_blocks", "corrupt_files", "live_datanodes", "datanodes", "record_errors", "queued_copies", "running_copies")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
+    SYMLINKS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MIS_REPLICATED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_FILES_FIELD_NUMBER: _ClassVar[int]
+    LIVE_DATANODES_FIELD_NUMBER: _ClassVar[int]
+    DATANODES_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_COPIES_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_COPIES_FIELD_NUMBER: _ClassVar[int]
+    files: int
+    directories: int
+    symlinks: int
+    blocks: int
+    replica_blocks: int
+    bytes: int
+    under_replicated_blocks: int
+    mis_replicated_blocks: int
+    missing_blocks: int
+    corrupt_blocks: int
+    corrupt_files: int
+    live_datanodes: int
+    datanodes: int
+    record_errors: _containers.RepeatedScalarFieldContainer[str]
+    queued_copies: int
+    running_copies: int
+    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., blocks: _Optional[int] = ..., replica_blocks: _Optional[int] = ..., bytes: _Optional[int] = ..., under_replicated_blocks: _Optional[int] = ..., mis_replicated_blocks: _Optional[int] = ..., missing_blocks: _Optional[int] = ..., corrupt_blocks: _Optional[int] = ..., corrupt_files: _Optional[int] = ..., live_datanodes: _Optional[int] = ..., datanodes: _Optional[int] = ..., record_errors: _Optional[_Iterable[str]] = ..., queued_copies: _Optional[int] = ..., running_copies: _Optional[int] = ...) -> None: ...
+
+class FsckReply(_message.Message):
+    __slots__ = ("file", "summary")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    file: FsckFile
+    summary: FsckSummary
+    def __init__(self, file: _Optional[_Union[FsckFile, _Mapping]] = ..., summary: _Optional[_Union[FsckSummary, _Mapping]] = ...) -> None: ...

@@ -27,7 +27,8 @@ if _version_not_supported:
 
 
 class DatanodeRegistryStub:
-    """Datanodes announce themselves here (rate does not matter: plain unary calls).
+    """Datanodes announce themselves here (rate does not matter: plain unary calls). A
+    datanode sends a heartbeat every period, and at once when a copy task ends.
     """
 
     def __init__(self, channel):
@@ -46,10 +47,16 @@ class DatanodeRegistryStub:
                 request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatReply.FromString,
                 _registered_method=True)
+        self.UsedBlocks = channel.unary_unary(
+                '/plasmafs.namenode.v1.DatanodeRegistry/UsedBlocks',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.UsedBlocksRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.UsedBlocksReply.FromString,
+                _registered_method=True)
 
 
 class DatanodeRegistryServicer:
-    """Datanodes announce themselves here (rate does not matter: plain unary calls).
+    """Datanodes announce themselves here (rate does not matter: plain unary calls). A
+    datanode sends a heartbeat every period, and at once when a copy task ends.
     """
 
     def Register(self, request, context):
@@ -59,6 +66,12 @@ class DatanodeRegistryServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UsedBlocks(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -77,6 +90,11 @@ def add_DatanodeRegistryServicer_to_server(servicer, server):
                     request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatRequest.FromString,
                     response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatReply.SerializeToString,
             ),
+            'UsedBlocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.UsedBlocks,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.UsedBlocksRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.UsedBlocksReply.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'plasmafs.namenode.v1.DatanodeRegistry', rpc_method_handlers)
@@ -86,7 +104,8 @@ def add_DatanodeRegistryServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class DatanodeRegistry:
-    """Datanodes announce themselves here (rate does not matter: plain unary calls).
+    """Datanodes announce themselves here (rate does not matter: plain unary calls). A
+    datanode sends a heartbeat every period, and at once when a copy task ends.
     """
 
     @staticmethod
@@ -133,6 +152,283 @@ class DatanodeRegistry:
             '/plasmafs.namenode.v1.DatanodeRegistry/Heartbeat',
             plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatRequest.SerializeToString,
             plasmafs_dot_client_dot_proto_dot_namenode__pb2.HeartbeatReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UsedBlocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.DatanodeRegistry/UsedBlocks',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.UsedBlocksRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.UsedBlocksReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class AdminStub:
+    """Cluster administration (plain unary calls: their rate does not matter).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListDatanodes = channel.unary_unary(
+                '/plasmafs.namenode.v1.Admin/ListDatanodes',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesReply.FromString,
+                _registered_method=True)
+        self.Decommission = channel.unary_unary(
+                '/plasmafs.namenode.v1.Admin/Decommission',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeInfo.FromString,
+                _registered_method=True)
+        self.Recommission = channel.unary_unary(
+                '/plasmafs.namenode.v1.Admin/Recommission',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeInfo.FromString,
+                _registered_method=True)
+        self.RemoveDatanode = channel.unary_unary(
+                '/plasmafs.namenode.v1.Admin/RemoveDatanode',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesReply.FromString,
+                _registered_method=True)
+        self.Fsck = channel.unary_stream(
+                '/plasmafs.namenode.v1.Admin/Fsck',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.FsckRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.FsckReply.FromString,
+                _registered_method=True)
+
+
+class AdminServicer:
+    """Cluster administration (plain unary calls: their rate does not matter).
+    """
+
+    def ListDatanodes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Decommission(self, request, context):
+        """Stop placing new data on a datanode and copy its replicas elsewhere; it becomes
+        DECOMMISSIONED when none of its replicas is needed any more.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Recommission(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveDatanode(self, request, context):
+        """Forget a dead or decommissioned datanode that holds no replica still needed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Fsck(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListDatanodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDatanodes,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesReply.SerializeToString,
+            ),
+            'Decommission': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decommission,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeInfo.SerializeToString,
+            ),
+            'Recommission': grpc.unary_unary_rpc_method_handler(
+                    servicer.Recommission,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeInfo.SerializeToString,
+            ),
+            'RemoveDatanode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveDatanode,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesReply.SerializeToString,
+            ),
+            'Fsck': grpc.unary_stream_rpc_method_handler(
+                    servicer.Fsck,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.FsckRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.FsckReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'plasmafs.namenode.v1.Admin', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('plasmafs.namenode.v1.Admin', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Admin:
+    """Cluster administration (plain unary calls: their rate does not matter).
+    """
+
+    @staticmethod
+    def ListDatanodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/ListDatanodes',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decommission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/Decommission',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Recommission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/Recommission',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveDatanode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/RemoveDatanode',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.DatanodeRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListDatanodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Fsck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/Fsck',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.FsckRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.FsckReply.FromString,
             options,
             channel_credentials,
             insecure,
