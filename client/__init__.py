@@ -18,6 +18,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from plasmafs.client.admin import (
+        DatanodeState,
+        DatanodeStatus,
+        FsckBlock,
+        FsckFile,
+        FsckReplica,
+        FsckSummary,
+    )
     from plasmafs.client.attributes import (
         Attr,
         BlockList,
@@ -65,12 +73,18 @@ _WHERE = {
     "ConflictError": "plasmafs.client.errors",
     "ConnectionLostError": "plasmafs.client.errors",
     "CorruptionError": "plasmafs.client.errors",
+    "DatanodeState": "plasmafs.client.admin",
+    "DatanodeStatus": "plasmafs.client.admin",
     "DirEntry": "plasmafs.client.attributes",
     "ExistsError": "plasmafs.client.errors",
     "Extent": "plasmafs.client.attributes",
     "FileKind": "plasmafs.client.attributes",
     "FileReader": "plasmafs.client.files",
     "FileWriter": "plasmafs.client.files",
+    "FsckBlock": "plasmafs.client.admin",
+    "FsckFile": "plasmafs.client.admin",
+    "FsckReplica": "plasmafs.client.admin",
+    "FsckSummary": "plasmafs.client.admin",
     "FsStat": "plasmafs.client.attributes",
     "InvalidArgumentError": "plasmafs.client.errors",
     "IsDirectoryError": "plasmafs.client.errors",
@@ -114,6 +128,8 @@ __all__ = [
     "ConflictError",
     "ConnectionLostError",
     "CorruptionError",
+    "DatanodeState",
+    "DatanodeStatus",
     "DirEntry",
     "ExistsError",
     "Extent",
@@ -121,6 +137,10 @@ __all__ = [
     "FileReader",
     "FileWriter",
     "FsStat",
+    "FsckBlock",
+    "FsckFile",
+    "FsckReplica",
+    "FsckSummary",
     "InvalidArgumentError",
     "IsDirectoryError",
     "LoopError",

@@ -24,6 +24,7 @@ from plasmafs.client.errors import (
 from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
 
 if TYPE_CHECKING:
+    from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.files import FileReader, FileWriter
 
@@ -296,6 +297,65 @@ class Client:
     async def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> Attr:
         """Change owner and/or group."""
         return await self.setattr(path, uid=uid, gid=gid)
+
+    # --- replication and administration ---------------------------------------------
+
+    async def setrep(
+        self, path: str, replication: int, *, wait: bool = False, poll: float = 0.5
+    ) -> list[str]:
+        """Set the replication of a file, or of every file below a directory (as
+        `hdfs dfs -setrep`); returns the files changed. The namenode adds or removes
+        replicas; with `wait`, return only once every block of those files has exactly
+        `replication` live replicas, looking every `poll` seconds. A replication above
+        the live datanodes is refused by the namenode."""
+        from plasmafs.client import replication as rep
+
+        files = await rep.set_replication(self, path, replication)
+        if wait:
+            await rep.wait_for_replication(self, files, replication, poll=poll)
+        return files
+
+    async def wait_replication(
+        self, files: list[str], replication: int, *, poll: float = 0.5
+    ) -> None:
+        """Wait until every block of `files` has exactly `replication` live replicas."""
+        from plasmafs.client import replication as rep
+
+        await rep.wait_for_replication(self, files, replication, poll=poll)
+
+    async def _admin(self) -> Admin:
+        from plasmafs.client.admin import Admin
+
+        conn = await self.connection()
+        return Admin(conn.channel, conn.address)
+
+    async def datanodes(self) -> list[DatanodeStatus]:
+        """Every datanode the namenode knows, with its state, space and copy work."""
+        return await (await self._admin()).datanodes()
+
+    async def decommission(self, datanode_id: int) -> DatanodeStatus:
+        """Stop placing data on a datanode and copy its replicas elsewhere; it becomes
+        decommissioned once none of its replicas is needed any more."""
+        return await (await self._admin()).decommission(datanode_id)
+
+    async def recommission(self, datanode_id: int) -> DatanodeStatus:
+        """Undo a decommission: the datanode takes new data again."""
+        return await (await self._admin()).recommission(datanode_id)
+
+    async def remove_datanode(self, datanode_id: int) -> list[DatanodeStatus]:
+        """Forget a dead or decommissioned datanode; returns the datanodes left."""
+        return await (await self._admin()).remove_datanode(datanode_id)
+
+    async def fsck(
+        self, path: str = "/", *, all_files: bool = False, list_corrupt: bool = False
+    ) -> AsyncIterator[FsckFile | FsckSummary]:
+        """Check the replicas of every file under `path`: yields the files with problems
+        (every file with `all_files`; only those with missing or corrupt blocks with
+        `list_corrupt`), then one FsckSummary, last."""
+        async for item in (await self._admin()).fsck(
+            path, all_files=all_files, list_corrupt=list_corrupt
+        ):
+            yield item
 
 
 class _TransactionScope:

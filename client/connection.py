@@ -58,6 +58,11 @@ class Connection:
         return cls(address, channel)
 
     @property
+    def channel(self) -> grpc.aio.Channel:
+        """The gRPC channel to the namenode, for its other services (Admin)."""
+        return self._channel
+
+    @property
     def closed(self) -> bool:
         """True once the stream has ended."""
         return self._closed is not None

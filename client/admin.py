@@ -1,0 +1,289 @@
+"""Cluster administration through the namenode's Admin service: the datanodes and their
+lifecycle (decommission, recommission, remove) and fsck, the check of every replica.
+
+The calls are plain gRPC calls on the connection's channel, next to its request stream;
+their rate does not matter. What they return are small frozen values, not protobufs,
+and a refused call raises the plasmafs error the namenode reported (NotFoundError for
+an unknown datanode, InvalidArgumentError or BusyError for a refused decommission).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+
+from plasmafs.client import paths
+from plasmafs.client.attributes import ReplicaState
+from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.client.rpc_status import error_from_rpc
+
+CALL_TIMEOUT = 60.0  # seconds for a unary admin call
+
+
+class DatanodeState(enum.IntEnum):
+    """A datanode's place in its lifecycle; the values are the wire's DatanodeState."""
+
+    LIVE = pb.DATANODE_LIVE
+    DEAD = pb.DATANODE_DEAD
+    DECOMMISSIONING = pb.DATANODE_DECOMMISSIONING  # its replicas are being copied away
+    DECOMMISSIONED = pb.DATANODE_DECOMMISSIONED  # none of its replicas is needed any more
+
+    @property
+    def label(self) -> str:
+        """The lower-case name reports print."""
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class DatanodeStatus:
+    """One datanode as the namenode sees it."""
+
+    datanode_id: int
+    address: str
+    host: str
+    state: DatanodeState
+    alive: bool  # heard from recently (a decommissioned datanode may still be alive)
+    capacity_bytes: int
+    used_bytes: int  # committed, reserved or held back
+    replica_blocks: int  # blocks of committed replicas on it
+    last_heartbeat_age: float | None  # seconds; None: no heartbeat since the namenode started
+    queued_copies: int  # copy tasks waiting for it as target
+    running_copies: int  # copy tasks it is running
+
+    @classmethod
+    def from_wire(cls, d: pb.DatanodeInfo) -> DatanodeStatus:
+        """Build from the wire message."""
+        return cls(
+            d.datanode_id,
+            d.address,
+            d.host,
+            DatanodeState(d.state),
+            d.alive,
+            d.capacity_bytes,
+            d.used_bytes,
+            d.replica_blocks,
+            None if d.last_heartbeat_age < 0 else d.last_heartbeat_age,
+            d.queued_copies,
+            d.running_copies,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FsckReplica:
+    """One replica of a block group: blocks [block_start, +block_count) of a datanode."""
+
+    datanode_id: int
+    address: str
+    block_start: int
+    state: ReplicaState
+
+
+@dataclass(frozen=True, slots=True)
+class FsckBlock:
+    """File blocks [file_index, file_index + block_count) and how they are replicated."""
+
+    file_index: int
+    block_count: int
+    live: int  # replicas that count in the actual replication
+    under_replicated: bool
+    mis_replicated: bool  # two replicas on one datanode
+    missing: bool  # no live replica
+    corrupt: bool  # a replica is corrupt
+    replicas: tuple[FsckReplica, ...]
+
+    @property
+    def file_end(self) -> int:
+        """One past the last file block."""
+        return self.file_index + self.block_count
+
+
+@dataclass(frozen=True, slots=True)
+class FsckFile:
+    """A file fsck reports, with every block group it has."""
+
+    path: str
+    size: int
+    replication: int
+    blocks: tuple[FsckBlock, ...]
+
+    @property
+    def block_count(self) -> int:
+        """File blocks, each counted once."""
+        return sum(b.block_count for b in self.blocks)
+
+    def count(self, flag: str) -> int:
+        """File blocks in groups with `flag` set (under_replicated, mis_replicated,
+        missing or corrupt)."""
+        return sum(b.block_count for b in self.blocks if getattr(b, flag))
+
+    @property
+    def healthy(self) -> bool:
+        """No block is under-replicated, mis-replicated, missing or corrupt."""
+        return not any(
+            b.under_replicated or b.mis_replicated or b.missing or b.corrupt for b in self.blocks
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FsckSummary:
+    """The totals of a check (the last item fsck yields)."""
+
+    files: int
+    directories: int
+    symlinks: int
+    blocks: int  # file blocks, each counted once
+    replica_blocks: int  # blocks of live replicas
+    bytes: int
+    under_replicated_blocks: int
+    mis_replicated_blocks: int
+    missing_blocks: int
+    corrupt_blocks: int
+    corrupt_files: int  # files with a missing or corrupt block
+    live_datanodes: int
+    datanodes: int
+    record_errors: tuple[str, ...]  # where the namenode's records disagree with each other
+    queued_copies: int
+    running_copies: int
+
+    @property
+    def healthy(self) -> bool:
+        """Nothing missing or corrupt, and the namenode's records agree."""
+        return not (self.missing_blocks or self.corrupt_blocks or self.record_errors)
+
+    @property
+    def average_replication(self) -> float:
+        """Live replica blocks per file block."""
+        return self.replica_blocks / self.blocks if self.blocks else 0.0
+
+
+def _file_from_wire(f: pb.FsckFile) -> FsckFile:
+    return FsckFile(
+        f.path.decode("utf-8", errors="replace"),
+        f.size,
+        f.replication,
+        tuple(
+            FsckBlock(
+                b.file_index,
+                b.block_count,
+                b.live,
+                b.under_replicated,
+                b.mis_replicated,
+                b.missing,
+                b.corrupt,
+                tuple(
+                    FsckReplica(r.datanode_id, r.address, r.block_start, ReplicaState(r.state))
+                    for r in b.replicas
+                ),
+            )
+            for b in f.blocks
+        ),
+    )
+
+
+def _summary_from_wire(s: pb.FsckSummary) -> FsckSummary:
+    return FsckSummary(
+        s.files,
+        s.directories,
+        s.symlinks,
+        s.blocks,
+        s.replica_blocks,
+        s.bytes,
+        s.under_replicated_blocks,
+        s.mis_replicated_blocks,
+        s.missing_blocks,
+        s.corrupt_blocks,
+        s.corrupt_files,
+        s.live_datanodes,
+        s.datanodes,
+        tuple(s.record_errors),
+        s.queued_copies,
+        s.running_copies,
+    )
+
+
+def check_datanode_id(datanode_id: int) -> int:
+    """A datanode id is a positive 32-bit number."""
+    if not 0 < datanode_id <= 0xFFFFFFFF:
+        raise InvalidArgumentError(f"datanode id must be a positive integer, not {datanode_id}")
+    return datanode_id
+
+
+def _error(exc: grpc.RpcError, address: str) -> PlasmaError:
+    # A namenode from before the Admin service answers UNIMPLEMENTED and no errno.
+    code = exc.code() if hasattr(exc, "code") else None
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return StorageError(f"the namenode at {address} has no Admin service (an older version?)")
+    return error_from_rpc(exc)
+
+
+class Admin:
+    """The Admin service of the namenode behind one gRPC channel."""
+
+    def __init__(self, channel: grpc.aio.Channel, address: str) -> None:
+        self._stub = pb_grpc.AdminStub(channel)
+        self._address = address
+
+    async def datanodes(self) -> list[DatanodeStatus]:
+        """Every datanode the namenode knows, in id order."""
+        try:
+            reply = await self._stub.ListDatanodes(pb.ListDatanodesRequest(), timeout=CALL_TIMEOUT)
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        return sorted(
+            (DatanodeStatus.from_wire(d) for d in reply.datanodes), key=lambda d: d.datanode_id
+        )
+
+    async def decommission(self, datanode_id: int) -> DatanodeStatus:
+        """Stop placing data on a datanode and copy its replicas elsewhere; it becomes
+        DECOMMISSIONED once none of its replicas is needed."""
+        return await self._on_datanode(self._stub.Decommission, datanode_id)
+
+    async def recommission(self, datanode_id: int) -> DatanodeStatus:
+        """Undo a decommission: the datanode takes new data again."""
+        return await self._on_datanode(self._stub.Recommission, datanode_id)
+
+    async def remove_datanode(self, datanode_id: int) -> list[DatanodeStatus]:
+        """Forget a dead or decommissioned datanode; returns the datanodes left."""
+        request = pb.DatanodeRequest(datanode_id=check_datanode_id(datanode_id))
+        try:
+            reply = await self._stub.RemoveDatanode(request, timeout=CALL_TIMEOUT)
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        return sorted(
+            (DatanodeStatus.from_wire(d) for d in reply.datanodes), key=lambda d: d.datanode_id
+        )
+
+    async def _on_datanode(self, method: object, datanode_id: int) -> DatanodeStatus:
+        request = pb.DatanodeRequest(datanode_id=check_datanode_id(datanode_id))
+        try:
+            reply = await method(request, timeout=CALL_TIMEOUT)  # type: ignore[operator]
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        return DatanodeStatus.from_wire(reply)
+
+    async def fsck(
+        self, path: str = "/", *, all_files: bool = False, list_corrupt: bool = False
+    ) -> AsyncIterator[FsckFile | FsckSummary]:
+        """Check every file under `path`: yields the files with problems (every file with
+        `all_files`, only those with missing or corrupt blocks with `list_corrupt`), then
+        one FsckSummary, last."""
+        request = pb.FsckRequest(
+            path=paths.encode(path), all_files=all_files, list_corrupt=list_corrupt
+        )
+        call = self._stub.Fsck(request)
+        try:
+            async for reply in call:
+                if reply.HasField("summary"):
+                    yield _summary_from_wire(reply.summary)
+                    return
+                yield _file_from_wire(reply.file)
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        finally:
+            call.cancel()  # a caller that stopped early leaves no stream running
+        raise StorageError(f"the namenode at {self._address} ended fsck without its summary")
