@@ -87,15 +87,24 @@ def human_bytes(n: int) -> str:
 
 def fsstat_report(st: FsStat) -> str:
     """The `pfs fsstat` report."""
-    return "\n".join(
+    return aligned(
         [
-            f"files:          {st.files}",
-            f"directories:    {st.directories}",
-            f"symlinks:       {st.symlinks}",
-            f"capacity:       {human_bytes(st.capacity_bytes)}",
-            f"used:           {human_bytes(st.used_bytes)}",
-            f"held back:      {human_bytes(st.held_bytes)}",
-            f"live datanodes: {st.live_datanodes}",
-            f"blocksize:      {human_bytes(st.blocksize)}",
+            ("files", str(st.files)),
+            ("directories", str(st.directories)),
+            ("symlinks", str(st.symlinks)),
+            ("capacity", human_bytes(st.capacity_bytes)),
+            ("used", human_bytes(st.used_bytes)),
+            ("held back", human_bytes(st.held_bytes)),
+            ("live datanodes", str(st.live_datanodes)),
+            ("blocksize", human_bytes(st.blocksize)),
+            ("under-replicated blocks", str(st.under_replicated_blocks)),
+            ("missing blocks", str(st.missing_blocks)),
+            ("corrupt blocks", str(st.corrupt_blocks)),
         ]
     )
+
+
+def aligned(rows: list[tuple[str, str]], indent: str = "") -> str:
+    """`label: value` lines with the values in one column."""
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{indent}{label + ':':<{width}}{value}" for label, value in rows)

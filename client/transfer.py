@@ -12,7 +12,7 @@ import time
 from typing import Any, BinaryIO
 
 from plasmafs.client import paths
-from plasmafs.client.attributes import BlockList, FileKind
+from plasmafs.client.attributes import BlockList, FileKind, Replica, ReplicaState
 from plasmafs.client.client import Client
 from plasmafs.client.errors import InvalidArgumentError, NotFoundError
 from plasmafs.client.files import FileReader, FileWriter
@@ -169,23 +169,30 @@ async def expand(fs: Client, pattern: str) -> list[str]:
 
 
 def format_blocks(blocks: BlockList) -> str:
-    """PlasmaFS's `plasma blocks` report of one file."""
+    """PlasmaFS's `plasma blocks` report of one file. A replica that is not live is
+    marked with its state (`[0-127 lost]`); only live ones count in the actual
+    replication, the lowest of any extent."""
     lines = []
     total = 0
     actual: int | None = None
     for e in blocks.extents:
-        ranges = "".join(
-            f"[{r.block_start}-{r.block_start + e.block_count - 1}]" for r in e.replicas
-        )
+        ranges = "".join(_replica_range(r, e.block_count) for r in e.replicas)
         lines.append(f"{e.file_index:>9} - {e.file_end - 1:>9}:{ranges}")
         total += e.block_count * len(e.replicas)
-        actual = len(e.replicas) if actual is None else min(actual, len(e.replicas))
+        actual = e.live_replicas if actual is None else min(actual, e.live_replicas)
     lines += [
         f"  blocks:                {total}",
         f"  actual replication:    {actual if actual is not None else 0}",
         f"  requested replication: {blocks.replication}",
     ]
     return "\n".join(lines)
+
+
+def _replica_range(replica: Replica, count: int) -> str:
+    last = replica.block_start + count - 1
+    if replica.state is ReplicaState.LIVE:
+        return f"[{replica.block_start}-{last}]"
+    return f"[{replica.block_start}-{last} {replica.state.label}]"
 
 
 async def blocks(fs: Client, pattern: str) -> list[str]:

@@ -161,9 +161,9 @@ def test_stat_and_fsstat(pfs: Pfs, lib: SyncClient) -> None:
     assert_ok(empty_run, None)
     empty = empty_run.lines
     assert empty[:3] == [
-        "files:          0",
-        "directories:    1",
-        "symlinks:       0",
+        "files:                   0",
+        "directories:             1",
+        "symlinks:                0",
     ]
     assert [line.split(":")[0] for line in empty[3:]] == [
         "capacity",
@@ -171,6 +171,9 @@ def test_stat_and_fsstat(pfs: Pfs, lib: SyncClient) -> None:
         "held back",
         "live datanodes",
         "blocksize",
+        "under-replicated blocks",
+        "missing blocks",
+        "corrupt blocks",
     ]
 
     with lib.transaction() as t:
@@ -210,15 +213,15 @@ def test_stat_and_fsstat(pfs: Pfs, lib: SyncClient) -> None:
     assert_error(pfs("stat", "/s/nope"), "stat", "/s/nope")
 
     assert pfs("fsstat").lines[:3] == [
-        "files:          2",
-        "directories:    2",
-        "symlinks:       1",
+        "files:                   2",
+        "directories:             2",
+        "symlinks:                1",
     ]
     assert_ok(pfs("rm", "/s/g", "/s/l"))
     assert pfs("fsstat").lines[:3] == [
-        "files:          1",
-        "directories:    2",
-        "symlinks:       0",
+        "files:                   1",
+        "directories:             2",
+        "symlinks:                0",
     ]
 
 
