@@ -116,8 +116,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+")
     p = sub.add_parser("blocks", help="show block lists (PlasmaFS format); globs allowed")
     p.add_argument("patterns", nargs="+")
+    p = sub.add_parser("fsck", help="check the replicas of every file under a path (as hdfs fsck)")
+    p.add_argument("path", nargs="?", default="/", metavar="PATH")
+    p.add_argument(
+        "-files", dest="files", action="store_true", help="a line per file, not only problems"
+    )
+    p.add_argument(
+        "-blocks", dest="blocks", action="store_true", help="a line per block group (and -files)"
+    )
+    p.add_argument(
+        "-locations",
+        dest="locations",
+        action="store_true",
+        help="every replica of each block group with its state (and -blocks)",
+    )
+    p.add_argument(
+        "-list-corrupt",
+        dest="list_corrupt",
+        action="store_true",
+        help="only the block groups that are missing or corrupt",
+    )
+    p = sub.add_parser(
+        "setrep", help="change the replication of files (of every file below a directory)"
+    )
+    p.add_argument(
+        "-w", dest="wait", action="store_true", help="wait until every block has N live replicas"
+    )
+    p.add_argument("replication", metavar="N")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p = sub.add_parser("admin", help="cluster administration: datanodes and their lifecycle")
+    actions = p.add_subparsers(
+        dest="admin_command", required=True, metavar="ACTION", parser_class=CommandParser
+    )
+    actions.add_parser("datanodes", help="list datanodes: state, space, blocks, copy work")
+    for action, text in [
+        ("decommission", "copy a datanode's replicas elsewhere and take no new data on it"),
+        ("recommission", "undo a decommission"),
+        ("remove", "forget a dead or decommissioned datanode"),
+    ]:
+        q = actions.add_parser(action, help=text)
+        q.add_argument("datanode_id", metavar="ID")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status", "stop-datanode", "start-datanode"])
+    p.add_argument("number", nargs="?", metavar="N", help="datanode (stop-/start-datanode; 1..)")
     p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")
     p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")

