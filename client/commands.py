@@ -328,12 +328,15 @@ async def cmd_fsck(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     locations = args.locations
     blocks = args.blocks or locations
     started = time.monotonic()
-    print(f"FSCK started for path '{path}' at {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    header = [f"FSCK started for path '{path}' at {time.strftime('%Y-%m-%d %H:%M:%S')}"]
     if args.list_corrupt:
-        print(f"The list of corrupt files under path '{path}':")
+        header.append(f"The list of corrupt files under path '{path}':")
     summary: FsckSummary | None = None
     all_files = (args.files or blocks) and not args.list_corrupt
     async for item in fs.fsck(path, all_files=all_files, list_corrupt=args.list_corrupt):
+        if header:  # once the path is known to exist: a bad one gets just its error line
+            print("\n".join(header))
+            header = []
         if isinstance(item, FsckSummary):
             summary = item
         elif args.list_corrupt:
@@ -383,9 +386,9 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
         return
     datanode_id = int(args.datanode_id)  # checked before connecting
     if action == "decommission":
-        print("decommissioning " + health.datanode_line(await fs.decommission(datanode_id)))
+        print(health.datanode_line(await fs.decommission(datanode_id)))
     elif action == "recommission":
-        print("recommissioned " + health.datanode_line(await fs.recommission(datanode_id)))
+        print(health.datanode_line(await fs.recommission(datanode_id)))
     else:
         left = await fs.remove_datanode(datanode_id)
         print(f"removed datanode {datanode_id}; {len(left)} datanode(s) left")
