@@ -368,13 +368,17 @@ async def cmd_setrep(fs: Client, args: argparse.Namespace, out: Reporter) -> Non
 
     try:
         await out.each(args.paths, one)
-    finally:
-        if args.wait:
-            # After every path was set, so the namenode copies for all of them at once.
-            for path, files in changed.items():
-                print(f"Waiting for {paths.normalize(path)} ...", end=" ", flush=True)
-                await fs.wait_replication(files, replication)
-                print("done")
+    except CommandFailed:
+        if not args.wait:
+            raise
+    if args.wait:
+        # After every path was set, so the namenode copies for all of them at once.
+        for path, files in changed.items():
+            print(f"Waiting for {paths.normalize(path)} ...", end=" ", flush=True)
+            await fs.wait_replication(files, replication)
+            print("done")
+    if out.failed:
+        raise CommandFailed
 
 
 async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
