@@ -21,6 +21,7 @@ from plasmafs.client import dataframes
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import abort_with
+from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.registration import Registration, authorize
 from plasmafs.datanode.volume import Volume
 
@@ -30,12 +31,20 @@ READ_CHUNK_BLOCKS = 4  # messages of up to 4 blocks: fewer per-message costs, bo
 
 
 class DatanodeServicer:
-    """Serves one volume; its disk work runs on `io`."""
+    """Serves one volume; its disk work runs on `io`, and its writes are registered in
+    `inflight` while they run."""
 
-    def __init__(self, volume: Volume, registration: Registration, io: Executor) -> None:
+    def __init__(
+        self,
+        volume: Volume,
+        registration: Registration,
+        io: Executor,
+        inflight: InflightWrites,
+    ) -> None:
         self.volume = volume
         self.registration = registration
         self.io = io
+        self.inflight = inflight
         self.bytes_read = 0
         self.bytes_written = 0
 
@@ -90,13 +99,34 @@ class DatanodeServicer:
                 raise InvalidArgumentError("a write stream starts with its ticket and range")
             start, count = first.block_start, first.block_count
             self._check(first.ticket, start, count, write=True)
-            bs = self.volume.info.blocksize
-            limit = count * bs
-            written = 0
-            pending = bytearray(first.data)
-            # One disk write runs in a thread while the next data arrives.
-            disk: asyncio.Future[None] | None = None
-            loop = asyncio.get_running_loop()
+            # The scrub leaves the range alone until no thread writes it any more.
+            with self.inflight.writing(start, count):
+                written = await self._write(request_iterator, start, count, first.data)
+            self.bytes_written += written
+            return dpb.WriteReply(bytes_written=written)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+        except OSError as exc:
+            log.exception("volume write failed")
+            await abort_with(context, StorageError(f"volume write failed: {exc}"))
+            raise AssertionError("unreachable") from None
+
+    async def _write(
+        self,
+        request_iterator: AsyncIterator[dpb.WriteChunk | memoryview],
+        start: int,
+        count: int,
+        first: bytes,
+    ) -> int:
+        bs = self.volume.info.blocksize
+        limit = count * bs
+        written = 0
+        pending = bytearray(first)
+        # One disk write runs in a thread while the next data arrives; however this
+        # ends, it ends only after that write (settle).
+        disk: asyncio.Future[None] | None = None
+        try:
             async for chunk in request_iterator:
                 data = chunk.data if isinstance(chunk, dpb.WriteChunk) else chunk
                 if not pending and len(data) % bs == 0:
@@ -111,30 +141,20 @@ class DatanodeServicer:
                 if written + len(whole) > limit:
                     raise InvalidArgumentError(f"more than {count} blocks of data")
                 if disk is not None:
-                    await disk
-                disk = loop.run_in_executor(
-                    self.io, self.volume.write_blocks, start + written // bs, whole
-                )
+                    await asyncio.shield(disk)
+                disk = in_thread(self.io, self.volume.write_blocks, start + written // bs, whole)
                 written += len(whole)
             if disk is not None:
-                await disk
+                await asyncio.shield(disk)
             if written + len(pending) > limit:
                 raise InvalidArgumentError(f"more than {count} blocks of data")
             if pending:
-                await loop.run_in_executor(
-                    self.io, self.volume.write_blocks, start + written // bs, pending
-                )
+                await run_to_end(self.io, self.volume.write_blocks, start + written // bs, pending)
                 written += len(pending)
-            await loop.run_in_executor(self.io, self.volume.flush)
-            self.bytes_written += written
-            return dpb.WriteReply(bytes_written=written)
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
-        except OSError as exc:
-            log.exception("volume write failed")
-            await abort_with(context, StorageError(f"volume write failed: {exc}"))
-            raise AssertionError("unreachable") from None
+            await run_to_end(self.io, self.volume.flush)
+            return written
+        finally:
+            await settle(disk)
 
     async def Info(
         self, request: dpb.InfoRequest, context: grpc.aio.ServicerContext
