@@ -172,6 +172,36 @@ class Volume:
                     f"block {block_start + i} of volume {self.info.identity} fails its checksum"
                 )
 
+    def verify_blocks(self, block_start: int, block_count: int) -> list[int]:
+        """The blocks of [block_start, +block_count) that fail their checksum (or cannot
+        be read whole), read READ_PIECE bytes at a time into one reused buffer."""
+        bs = self.info.blocksize
+        piece = min(bs, READ_PIECE)
+        buffer = memoryview(bytearray(piece))
+        try:
+            crcs = os.pread(self._crc, block_count * 4, block_start * 4)
+        except OSError:  # a checksum that cannot be read verifies nothing
+            crcs = b""
+        bad = []
+        for i in range(block_count):
+            if len(crcs) < (i + 1) * 4 or not self._block_matches(
+                block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer
+            ):
+                bad.append(block_start + i)
+        return bad
+
+    def _block_matches(self, block: int, stored: int, buffer: memoryview) -> bool:
+        base = block * self.info.blocksize
+        crc = 0
+        try:
+            for at in range(0, self.info.blocksize, len(buffer)):
+                if os.preadv(self._data, [buffer], base + at) != len(buffer):
+                    return False
+                crc = crc32c.crc32c(buffer, crc)
+        except OSError:  # the disk cannot read it back (EIO): as bad as a wrong checksum
+            return False
+        return crc == stored
+
     def write_blocks(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
         """Write whole blocks (a short tail is padded with zeros) and their checksums."""
         bs = self.info.blocksize
