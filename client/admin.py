@@ -276,14 +276,18 @@ class Admin:
             path=paths.encode(path), all_files=all_files, list_corrupt=list_corrupt
         )
         call = self._stub.Fsck(request)
+        summary: FsckSummary | None = None
         try:
             async for reply in call:
                 if reply.HasField("summary"):
-                    yield _summary_from_wire(reply.summary)
-                    return
-                yield _file_from_wire(reply.file)
+                    summary = _summary_from_wire(reply.summary)
+                else:
+                    yield _file_from_wire(reply.file)
         except grpc.RpcError as exc:
             raise _error(exc, self._address) from None
         finally:
-            call.cancel()  # a caller that stopped early leaves no stream running
-        raise StorageError(f"the namenode at {self._address} ended fsck without its summary")
+            if not call.done():
+                call.cancel()  # the caller stopped early: no stream is left running
+        if summary is None:
+            raise StorageError(f"the namenode at {self._address} ended fsck without its summary")
+        yield summary
