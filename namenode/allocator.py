@@ -8,12 +8,18 @@ may live are held back (in quarantine) until those tickets have expired.
 
 The allocator is rebuilt at namenode start from what PostgreSQL says is in use
 (extents and quarantined ranges); a transaction's reservations live only here, so a
-crash frees them by construction.
+crash frees them by construction. Blocks of a dead datanode's replaced replicas are
+quarantined with no end until that datanode returns.
+
+It counts reservations per datanode (blocks reserved and neither committed nor given
+back), so that free + reserved + what PostgreSQL records as used adds up to the
+capacity: fsck checks it.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -101,6 +107,7 @@ class Allocator:
         self._free: dict[int, _FreeRuns] = {}
         self._capacity: dict[int, int] = {}
         self._quarantine: list[tuple[float, int, int, int]] = []  # (until, dn, start, count)
+        self._reserved: dict[int, int] = {}
         self._turn = 0
 
     def add_datanode(self, datanode: int, capacity: int, used: list[tuple[int, int]]) -> None:
@@ -115,17 +122,39 @@ class Allocator:
             runs.add(position, capacity - position)
         self._free[datanode] = runs
         self._capacity[datanode] = capacity
+        self._reserved[datanode] = 0
+
+    def remove_datanode(self, datanode: int) -> None:
+        """Forget a datanode (its held blocks included)."""
+        self._free.pop(datanode, None)
+        self._capacity.pop(datanode, None)
+        self._reserved.pop(datanode, None)
+        self._quarantine = [q for q in self._quarantine if q[1] != datanode]
 
     def knows(self, datanode: int) -> bool:
         """True once `add_datanode` was called for it."""
         return datanode in self._free
 
-    def free_blocks(self, datanode: int | None = None) -> int:
-        """Free (not quarantined) blocks of one datanode or all."""
-        self._expire()
+    def free_blocks(self, datanode: int | None = None, now: float | None = None) -> int:
+        """Free (not quarantined) blocks of one datanode or all (quarantines ending by
+        `now`, default the current time, counted as free)."""
+        self._expire(now)
         if datanode is not None:
             return self._free[datanode].total
         return sum(r.total for r in self._free.values())
+
+    def quarantined_blocks(self, datanode: int, now: float) -> int:
+        """Released blocks of a datanode still held back after `now`."""
+        return sum(q[3] for q in self._quarantine if q[1] == datanode and q[0] > now)
+
+    def reserved_blocks(self, datanode: int) -> int:
+        """Blocks reserved on a datanode and neither committed nor given back."""
+        return self._reserved.get(datanode, 0)
+
+    def free_runs(self, datanode: int) -> list[tuple[int, int]]:
+        """The free runs of a datanode as (start, count), in block order."""
+        runs = self._free[datanode]
+        return [(start, runs.length[start]) for start in runs.starts]
 
     def held_blocks(self, datanodes: list[int] | None = None) -> int:
         """Released blocks held back until read tickets for them expire (of the given,
@@ -174,7 +203,7 @@ class Allocator:
                 n = min(s[1] for s in spots if s is not None)
                 starts = tuple(s[0] for s in spots if s is not None)
                 for d, start in zip(chosen, starts, strict=True):
-                    self._free[d].take(start, n)
+                    self._take(d, start, n)
                     hints[d] = start + n
                 _append(placed, Placement(n, tuple(chosen), starts))
                 remaining -= n
@@ -182,23 +211,63 @@ class Allocator:
         except NoSpaceError:
             for p in placed:
                 for d, s in zip(p.datanodes, p.starts, strict=True):
-                    self._free[d].add(s, p.count)
+                    self.give_back(d, s, p.count)
             raise
         return placed
 
+    def allocate_on(self, datanode: int, count: int, hint: int | None) -> int | None:
+        """Reserve one contiguous run of `count` blocks on `datanode` (right after `hint`
+        when that is free); its first block, or None if no run is long enough."""
+        self._expire()
+        runs = self._free.get(datanode)
+        if runs is None:
+            return None
+        if hint is not None and runs.length.get(hint, 0) >= count:
+            start = hint
+        else:
+            fits = [(n, s) for s, n in runs.length.items() if n >= count]
+            if not fits:
+                return None
+            start = min(fits)[1]
+        self._take(datanode, start, count)
+        return start
+
+    def _take(self, datanode: int, start: int, count: int) -> None:
+        self._free[datanode].take(start, count)
+        self._reserved[datanode] = self._reserved.get(datanode, 0) + count
+
+    def settle(self, datanode: int, count: int) -> None:
+        """Reserved blocks were committed: they are used, no longer reserved."""
+        if datanode in self._reserved:
+            self._reserved[datanode] -= count
+
+    def give_back(self, datanode: int, start: int, count: int) -> None:
+        """Reserved blocks that were never committed: free again at once."""
+        if datanode in self._free:
+            self._reserved[datanode] -= count
+            self._free[datanode].add(start, count)
+
     def release(self, datanode: int, start: int, count: int) -> None:
-        """Blocks never committed: free again at once."""
+        """Committed blocks no longer used: free again at once."""
         if datanode in self._free:
             self._free[datanode].add(start, count)
 
     def quarantine(self, datanode: int, start: int, count: int, until: float) -> None:
-        """Blocks a commit released: free again once `until` (time.time()) has passed."""
+        """Blocks a commit released: free again once `until` (time.time()) has passed
+        (never, with infinity, until `unhold`)."""
         self._quarantine.append((until, datanode, start, count))
 
-    def _expire(self) -> None:
+    def unhold(self, datanode: int, until: float) -> None:
+        """A dead datanode returned: its held blocks become free after `until`."""
+        self._quarantine = [
+            (until, d, s, c) if d == datanode and u == math.inf else (u, d, s, c)
+            for u, d, s, c in self._quarantine
+        ]
+
+    def _expire(self, now: float | None = None) -> None:
         if not self._quarantine:
             return
-        now = time.time()
+        now = time.time() if now is None else now
         keep = []
         for item in self._quarantine:
             until, d, s, c = item

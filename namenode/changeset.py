@@ -40,12 +40,16 @@ class ChangeSet:
     extents_added: dict[tuple[int, int, int], ExtentRow] = field(default_factory=dict)
     extents_dropped: set[tuple[int, int, int]] = field(default_factory=set)
     released: list[tuple[int, int, int]] = field(default_factory=list)
+    # Blocks of replaced replicas on dead datanodes: held until the datanode returns.
+    released_held: list[tuple[int, int, int]] = field(default_factory=list)
     reserved: list[tuple[int, int, int]] = field(default_factory=list)
     extents_changed: set[int] = field(default_factory=set)
     extents_replaced: set[tuple[int, int, int]] = field(default_factory=set)
     final_extents: dict[int, tuple[ExtentRow, ...]] = field(default_factory=dict)
     # Released blocks stay unused until then (time.time()): read tickets for them live.
     held_until: float = 0.0
+    # Files whose replication changed: replica health checks them again after commit.
+    recheck: set[int] = field(default_factory=set)
 
     def is_empty(self) -> bool:
         """True when committing would change nothing."""

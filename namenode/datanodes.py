@@ -1,9 +1,13 @@
-"""The datanodes the namenode knows: registration, heartbeats, liveness.
+"""The datanodes the namenode knows: registration, heartbeats, liveness, admin state.
 
 A datanode registers with its volume's identity; the namenode remembers it in
 PostgreSQL and answers with its id and the ticket secret. A datanode whose
 heartbeats stop for `dead_after` seconds is dead: nothing new is placed on it (its
-data stays where it is, and readers fail over to other replicas).
+data stays where it is, and readers fail over to other replicas); its replicas are
+suspect, and lost once it has been silent for `lost_after` seconds (counted from the
+namenode's start for a datanode not heard from since). New data goes only to live
+datanodes in normal service that run no work this namenode does not know of (a copy
+task from before a restart still writing into blocks it may hand out again).
 """
 
 from __future__ import annotations
@@ -16,11 +20,16 @@ from plasmafs.client.errors import ConfigError, NotFoundError
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.store import DatanodeRow, Store
 
+NORMAL, DECOMMISSIONING, DECOMMISSIONED = 0, 1, 2  # datanodes.admin_state
+
 
 @dataclass
 class _Known:
     row: DatanodeRow
-    last_seen: float = 0.0
+    last_seen: float  # time.monotonic() of the last heartbeat, or of the namenode's start
+    heard: bool = False  # a heartbeat (or registration) reached this namenode
+    admin_state: int = NORMAL
+    busy_unknown: bool = False  # it reported running work this namenode does not know
 
 
 class DatanodeRegistry:
@@ -34,6 +43,7 @@ class DatanodeRegistry:
         secret: bytes,
         dead_after: float,
         heartbeat_ms: int,
+        lost_after: float = 600.0,
     ) -> None:
         self.store = store
         self.allocator = allocator
@@ -41,13 +51,15 @@ class DatanodeRegistry:
         self.secret = secret
         self.dead_after = dead_after
         self.heartbeat_ms = heartbeat_ms
+        self.lost_after = lost_after
         self._known: dict[int, _Known] = {}
+        self.started = time.monotonic()
 
     async def load(self) -> None:
         """Read the datanodes and the blocks in use from PostgreSQL."""
         used = await self.store.blocks_in_use()
         for row in await self.store.datanodes():
-            self._known[row.datanode_id] = _Known(row)
+            self._known[row.datanode_id] = _Known(row, self.started, admin_state=row.admin_state)
             self.allocator.add_datanode(
                 row.datanode_id, row.capacity_blocks, used.get(row.datanode_id, [])
             )
@@ -83,20 +95,89 @@ class DatanodeRegistry:
         )
         if not self.allocator.knows(row.datanode_id):
             self.allocator.add_datanode(row.datanode_id, capacity, [])
-        self._known[row.datanode_id] = _Known(row, time.monotonic())
+        known = self._known.setdefault(row.datanode_id, _Known(row, time.monotonic()))
+        # A datanode process registers when it starts (or when this namenode forgot it,
+        # after it ended its copies): it runs no work unknown here, and it is live now.
+        known.row = row
+        known.last_seen = time.monotonic()
+        known.heard = True
+        known.busy_unknown = False
         return row
 
-    def heartbeat(self, datanode_id: int, identity: str) -> None:
-        """Note that a datanode lives."""
+    def heartbeat(self, datanode_id: int, identity: str) -> bool:
+        """Note that a datanode lives; True if it was dead (or not heard from since this
+        namenode started) until now."""
         known = self._known.get(datanode_id)
         if known is None or known.row.identity != identity:
             raise NotFoundError(f"datanode {datanode_id} is not registered; register again")
-        known.last_seen = time.monotonic()
+        now = time.monotonic()
+        returned = not known.heard or now - known.last_seen > self.dead_after
+        known.last_seen = now
+        known.heard = True
+        return returned
+
+    def alive(self, datanode_id: int, now: float | None = None) -> bool:
+        """Heard from within `dead_after` seconds."""
+        known = self._known.get(datanode_id)
+        if known is None or not known.heard:
+            return False
+        now = time.monotonic() if now is None else now
+        return now - known.last_seen <= self.dead_after
+
+    def silent_for(self, datanode_id: int) -> float:
+        """Seconds since its last heartbeat (or since this namenode started)."""
+        known = self._known.get(datanode_id)
+        if known is None:
+            return float("inf")
+        return time.monotonic() - known.last_seen
+
+    def lost(self, datanode_id: int) -> bool:
+        """Dead longer than `lost_after`: its replicas are given up and copied anew."""
+        return not self.alive(datanode_id) and self.silent_for(datanode_id) > self.lost_after
 
     def live(self) -> list[int]:
         """Datanodes heard from within `dead_after` seconds, by id."""
         now = time.monotonic()
-        return [d for d, k in sorted(self._known.items()) if now - k.last_seen <= self.dead_after]
+        return [d for d in sorted(self._known) if self.alive(d, now)]
+
+    def placeable(self) -> list[int]:
+        """Live datanodes in normal service that may receive new data, by id."""
+        return [
+            d
+            for d in self.live()
+            if self._known[d].admin_state == NORMAL and not self._known[d].busy_unknown
+        ]
+
+    def admin_state(self, datanode_id: int) -> int:
+        """NORMAL, DECOMMISSIONING or DECOMMISSIONED."""
+        known = self._known.get(datanode_id)
+        return known.admin_state if known is not None else NORMAL
+
+    def set_admin_state(self, datanode_id: int, state: int) -> None:
+        """Change the administrative state (the caller recorded it in PostgreSQL)."""
+        self._known[datanode_id].admin_state = state
+
+    def set_busy_unknown(self, datanode_id: int, busy: bool) -> None:
+        """Whether it runs work this namenode does not know (then no new data goes to it)."""
+        known = self._known.get(datanode_id)
+        if known is not None:
+            known.busy_unknown = busy
+
+    def ids(self) -> list[int]:
+        """Every known datanode, by id."""
+        return sorted(self._known)
+
+    def forget(self, datanode_id: int) -> None:
+        """Drop a removed datanode."""
+        self._known.pop(datanode_id, None)
+        self.allocator.remove_datanode(datanode_id)
+
+    def last_heartbeat_age(self, datanode_id: int) -> float:
+        """Seconds since its last heartbeat; -1 if none reached this namenode."""
+        known = self._known.get(datanode_id)
+        if known is None or not known.heard:
+            return -1.0
+        return time.monotonic() - known.last_seen
 
     def address(self, datanode_id: int) -> str:
         """Where clients reach a datanode."""

@@ -18,11 +18,12 @@ or that an abort discards, are free again at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from plasmafs.client import tickets
-from plasmafs.client.attributes import Extent, FileKind, Replica
+from plasmafs.client.attributes import Extent, FileKind, Replica, ReplicaState
 from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import MISSING, NamespaceCache
@@ -56,6 +57,12 @@ class FileData:
         self._horizon = 0.0  # no read ticket lives past it (also recorded in PostgreSQL)
         self._horizon_lock = asyncio.Lock()
         self._started_horizon = 0.0  # the same for tickets issued before this start
+        # Told after each commit that changed block lists or replication, and of every
+        # block range released (replica health checks files, forgets corruption).
+        self.commit_observer: Callable[[ChangeSet], None] | None = None
+        self.release_observer: Callable[[int, int, int], None] | None = None
+        # The state of a replica in block lists (replica health sets it).
+        self.replica_state: Callable[[ExtentRow], ReplicaState] = lambda _: ReplicaState.LIVE
 
     async def load(self) -> None:
         """Read how long read tickets issued before this start may live."""
@@ -101,7 +108,7 @@ class FileData:
             if r.file_end == file_index
         }
         placements = self.allocator.allocate(
-            self.registry.live(), inode.attr.replication, count, hints
+            self.registry.placeable(), inode.attr.replication, count, hints
         )
         cs = txn.cs
         grants: list[Extent] = []
@@ -136,10 +143,23 @@ class FileData:
             if row.file_end <= file_index or (end is not None and row.file_index >= end):
                 continue
             grouped.setdefault((row.file_index, row.block_count), []).append(row)
-        return [
-            Extent(fi, n, tuple(self._grant(r, write=False) for r in rows))
-            for (fi, n), rows in sorted(grouped.items())
-        ]
+        extents = []
+        for (fi, n), rows in sorted(grouped.items()):
+            states = [(self.replica_state(r), r) for r in rows]
+            # Live replicas first: a reader tries them before the others.
+            states.sort(key=lambda item: item[0] is not ReplicaState.LIVE)
+            extents.append(
+                Extent(fi, n, tuple(self._grant(r, write=False, state=st) for st, r in states))
+            )
+        return extents
+
+    async def source_ticket(self, ino: int, row: ExtentRow) -> Replica:
+        """A read ticket for one replica of file `ino`, for a datanode copying it: a read
+        grant like a client's, so the blocks stay unused while the copy may read them."""
+        until = self._note_read_grant(ino)
+        if until > self._horizon:
+            await self._raise_horizon(until)
+        return self._grant(row, write=False)
 
     def _note_read_grant(self, ino: int) -> float:
         until = time.time() + self.ticket_ttl
@@ -228,7 +248,9 @@ class FileData:
         else:
             cs.released.append((datanode, start, count))
 
-    def _grant(self, row: ExtentRow, *, write: bool) -> Replica:
+    def _grant(
+        self, row: ExtentRow, *, write: bool, state: ReplicaState = ReplicaState.LIVE
+    ) -> Replica:
         ticket = tickets.sign(
             self.registry.secret,
             row.datanode_id,
@@ -245,7 +267,41 @@ class FileData:
             ticket.SerializeToString(),
             node.host if node else "",
             node.local_socket if node else "",
+            state,
         )
+
+    # --- replica changes (re-replication) ----------------------------------------------------
+
+    async def add_replica(self, txn: Txn, ino: int, source: ExtentRow, copy: ExtentRow) -> bool:
+        """Add `copy` (blocks reserved for it on its datanode, filled from `source`) to
+        the file's block group at source.file_index, if that group is unchanged: it
+        still has `source` and nothing on copy's datanode. False (nothing changed, the
+        reservation is given back at abort) otherwise."""
+        txn.cs.reserved.append((copy.datanode_id, copy.block_start, copy.block_count))
+        group = [r for r in await self.view(txn, ino) if r.file_index == source.file_index]
+        if source not in group or any(r.datanode_id == copy.datanode_id for r in group):
+            return False
+        txn.cs.extents_added[(ino, copy.file_index, copy.datanode_id)] = copy
+        txn.cs.extents_changed.add(ino)
+        return True
+
+    async def drop_replicas(
+        self, txn: Txn, ino: int, rows: Iterable[ExtentRow], hold: Callable[[int], bool]
+    ) -> None:
+        """Drop replica rows of file `ino` that the transaction still sees; their blocks
+        are released, or held for their datanode's return where `hold(datanode)`."""
+        current = set(await self.view(txn, ino))
+        cs = txn.cs
+        for row in rows:
+            if row not in current:
+                continue
+            self._remove(cs, ino, row)
+            released = (row.datanode_id, row.block_start, row.block_count)
+            if hold(row.datanode_id):
+                cs.released_held.append(released)
+            else:
+                cs.released.append(released)
+            cs.extents_changed.add(ino)
 
     # --- the end of a transaction ----------------------------------------------------------
 
@@ -269,7 +325,14 @@ class FileData:
                 self.allocator.release(datanode, start, count)
             else:
                 self.allocator.quarantine(datanode, start, count, until)
+        for datanode, start, count in cs.released_held:
+            self.allocator.quarantine(datanode, start, count, math.inf)
         self._give_back(cs, committed=True)
+        if self.release_observer is not None:
+            for datanode, start, count in (*cs.released, *cs.released_held):
+                self.release_observer(datanode, start, count)
+        if self.commit_observer is not None and (cs.extents_changed or cs.recheck):
+            self.commit_observer(cs)
 
     def aborted_hook(self, cs: ChangeSet) -> None:
         """The transaction ended without committing: its reservations are free again."""
@@ -280,6 +343,8 @@ class FileData:
             if start < 0:  # reserved, then dropped by the same transaction
                 if committed:
                     self.allocator.release(datanode, -start - 1, count)
-            elif not committed:
-                self.allocator.release(datanode, start, count)
+            elif committed:
+                self.allocator.settle(datanode, count)
+            else:
+                self.allocator.give_back(datanode, start, count)
         cs.reserved.clear()

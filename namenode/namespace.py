@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Protocol
 
 from plasmafs.client import paths
 from plasmafs.client.attributes import Attr, Extent, FileKind, FsStat
@@ -22,10 +24,12 @@ from plasmafs.client.errors import (
     InvalidArgumentError,
     IsDirectoryError,
     LoopError,
+    NoSpaceError,
     NotDirectoryError,
     NotEmptyError,
     NotFoundError,
     PlasmaError,
+    ShutdownError,
     StorageError,
     TransactionError,
 )
@@ -42,6 +46,19 @@ from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
 from plasmafs.namenode.validation import check_cursor
+
+
+class ReplicaAccounting(Protocol):
+    """What the namespace asks replica health."""
+
+    def counts(self) -> tuple[int, int, int]:
+        """File blocks under-replicated, missing and with a corrupt replica."""
+        ...
+
+    def request_verify(self, datanode: int, start: int, count: int) -> None:
+        """Have a datanode check blocks a client could not read."""
+        ...
+
 
 MAX_SYMLINK_HOPS = 40
 MAX_DEPTH = 4096
@@ -86,6 +103,8 @@ class Namespace:
         self._ino_next = 0
         self._ino_end = 0
         self._ino_lock = asyncio.Lock()
+        self._internal_txns = 0
+        self.accounting: ReplicaAccounting | None = None  # set once replica health runs
 
     async def start(self) -> None:
         """Load the namespace counts and start the committer."""
@@ -327,6 +346,7 @@ class Namespace:
         capacity = allocator.capacity_blocks(live)
         free = sum(allocator.free_blocks(d) for d in live)
         bs = self.default_blocksize
+        under, missing, corrupt = self.accounting.counts() if self.accounting else (0, 0, 0)
         return FsStat(
             files=self.counts.get(FileKind.FILE, 0),
             directories=self.counts.get(FileKind.DIRECTORY, 0),
@@ -336,7 +356,18 @@ class Namespace:
             live_datanodes=len(live),
             blocksize=bs,
             held_bytes=allocator.held_blocks(live) * bs,
+            under_replicated_blocks=under,
+            missing_blocks=missing,
+            corrupt_blocks=corrupt,
         )
+
+    def report_corrupt(self, datanode: int, start: int, count: int) -> None:
+        """A client read failed a checksum on a replica: its datanode checks the blocks."""
+        if self.accounting is None:
+            raise ShutdownError("replica health is not running")
+        if count < 1:
+            raise InvalidArgumentError("report at least one block")
+        self.accounting.request_verify(datanode, start, count)
 
     async def allocate(
         self, txn: Txn | None, ino: int, file_index: int, count: int
@@ -599,6 +630,8 @@ class Namespace:
             raise InvalidArgumentError(f"negative size {size}")
         if replication is not None:
             check_replication(replication)
+            if replication > target.attr.replication:
+                self._check_replication_possible(replication)
         await self._lock(t, ("i", target.ino), True)
         current = await self._inode(t, target.ino)
         if current is None:
@@ -618,7 +651,38 @@ class Namespace:
             version=a.version + (0 if a.ino in t.cs.inodes else 1),
         )
         t.cs.put_inode(replace(current, attr=new))
+        if new.replication != a.replication:
+            t.cs.recheck.add(a.ino)
         return new
+
+    def _check_replication_possible(self, replication: int) -> None:
+        placeable = len(self.data.registry.placeable())
+        if replication > placeable:
+            raise NoSpaceError(
+                f"replication {replication} needs {replication} live datanodes, "
+                f"{placeable} are live and in service"
+            )
+
+    async def change_file_blocks(
+        self, label: str, ino: int, change: Callable[[Txn], Awaitable[bool]], lock_wait: float
+    ) -> bool:
+        """Run `change` on the block lists of file `ino` in a transaction of the namenode's
+        own that holds the file's exclusive lock; commit if it returns True, else abort.
+        False also when the file is gone; ConflictError when the lock stays taken."""
+        self._internal_txns += 1
+        txn = self.begin(self._internal_txns, label, lock_wait)
+        try:
+            self._writable(txn)
+            await self._lock(txn, ("i", ino), True)
+            inode = await self._inode(txn, ino)
+            if inode is None or inode.kind is not FileKind.FILE or not await change(txn):
+                self.abort(txn, "nothing to change")
+                return False
+        except BaseException:
+            self.abort(txn, "failed")
+            raise
+        await self.commit(txn)
+        return True
 
 
 def _new_path(raw: bytes, at_root: PlasmaError) -> list[str]:

@@ -14,14 +14,19 @@ import grpc
 from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError, NotActiveError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.namenode.admin_servicer import AdminServicer
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.fsck import Fsck
+from plasmafs.namenode.health import ReplicaHealth
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate_database
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.replica_store import ReplicaStore
+from plasmafs.namenode.replication import ReplicationMonitor
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.store import Store
@@ -40,11 +45,13 @@ class RunningNamenode:
     servicer: NamenodeServicer
     leadership: Leadership
     deposed: asyncio.Event
+    monitor: ReplicationMonitor
     metrics_port: int = 0
 
     async def stop(self, grace: float) -> None:
         """Stop accepting, let calls finish for `grace` seconds, flush commits, close."""
         await self.server.stop(grace)
+        await self.monitor.stop()
         await self.leadership.stop()
         await self.namespace.stop()
         await self.store.close()
@@ -62,6 +69,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         await leadership.take()
         await store.open()
         namespace = await open_namespace(settings, store, leadership)
+        monitor = await start_replica_health(settings, namespace)
     except BaseException:
         await store.close()
         raise
@@ -69,19 +77,43 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     metrics = NamenodeMetrics()
     namespace.committer.group_observer = metrics.group_size.observe
     servicer = NamenodeServicer(namespace, settings, metrics)
-    metrics.add_gauges(lambda: gauges(servicer, namespace, namespace.data.registry))
+    metrics.add_gauges(lambda: gauges(servicer, namespace, monitor))
     server = grpc.aio.server(options=channels.NAMENODE_SERVER)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
-    registry = RegistryServicer(namespace.data.registry)
+    registry = RegistryServicer(namespace.data.registry, monitor)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
+    data = namespace.data
+    fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(namespace, monitor, fsck), server)
     port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
     await server.start()
     metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
     return RunningNamenode(
-        server, port, namespace, store, servicer, leadership, deposed, metrics_port
+        server, port, namespace, store, servicer, leadership, deposed, monitor, metrics_port
     )
+
+
+async def start_replica_health(
+    settings: NamenodeSettings, namespace: Namespace
+) -> ReplicationMonitor:
+    """Replica accounting and re-replication over a started namespace."""
+    data = namespace.data
+    health = ReplicaHealth(data.registry)
+    monitor = ReplicationMonitor(
+        namespace,
+        ReplicaStore(namespace.store),
+        health,
+        streams_per_datanode=settings.replication_streams,
+        scan_interval=settings.replication_scan_interval,
+        check_interval=settings.replication_check_interval,
+        ticket_ttl=settings.ticket_ttl,
+    )
+    await monitor.start()
+    data.replica_state = health.state
+    namespace.accounting = monitor
+    return monitor
 
 
 async def open_namespace(
@@ -97,7 +129,13 @@ async def open_namespace(
     cache = NamespaceCache(settings.cache_inodes, settings.cache_entries)
     allocator = Allocator()
     registry = DatanodeRegistry(
-        store, allocator, blocksize, secret, settings.datanode_dead_after, settings.heartbeat_ms
+        store,
+        allocator,
+        blocksize,
+        secret,
+        settings.datanode_dead_after,
+        settings.heartbeat_ms,
+        settings.replica_lost_after,
     )
     await registry.load()
     data = FileData(store, cache, allocator, registry, settings.ticket_ttl)
@@ -118,10 +156,11 @@ async def open_namespace(
 
 
 def gauges(
-    servicer: NamenodeServicer, namespace: Namespace, registry: DatanodeRegistry
+    servicer: NamenodeServicer, namespace: Namespace, monitor: ReplicationMonitor
 ) -> dict[str, tuple[str, float]]:
     """The values read at each scrape (names ending in _total are counters)."""
     cache, stats, locks = namespace.cache, namespace.committer.stats, namespace.locks
+    registry, copies = namespace.data.registry, monitor.stats
     fs = namespace.fsstat()
     return {
         "pfs_namenode_sessions": ("Connected clients", servicer.sessions),
@@ -146,6 +185,25 @@ def gauges(
         "pfs_held_bytes": (
             "Released bytes held back while read tickets for them live",
             fs.held_bytes,
+        ),
+        "pfs_under_replicated_blocks": (
+            "File blocks with fewer live replicas than requested",
+            fs.under_replicated_blocks,
+        ),
+        "pfs_missing_blocks": ("File blocks with no live replica", fs.missing_blocks),
+        "pfs_corrupt_blocks": ("File blocks with a corrupt replica", fs.corrupt_blocks),
+        "pfs_replication_queued": ("Block groups waiting for a copy", monitor.queued_for()),
+        "pfs_replication_running": ("Copies datanodes are running", len(monitor.jobs)),
+        "pfs_replication_copies_total": ("Copies recorded", copies.copies_done),
+        "pfs_replication_failed_total": ("Copies that failed", copies.copies_failed),
+        "pfs_replication_discarded_total": (
+            "Copies discarded (the file changed meanwhile)",
+            copies.copies_discarded,
+        ),
+        "pfs_replication_bytes_total": ("Bytes copied by datanodes", copies.bytes_copied),
+        "pfs_replicas_dropped_total": (
+            "Surplus, lost, corrupt or drained replicas dropped",
+            copies.replicas_dropped,
         ),
     }
 

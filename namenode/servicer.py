@@ -8,13 +8,14 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client.errors import PlasmaError
+from plasmafs.client.errors import NotFoundError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import abort_with
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.replication import ReplicationMonitor
 from plasmafs.namenode.session import Session
 from plasmafs.namenode.settings import NamenodeSettings
 
@@ -68,11 +69,15 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         )
 
 
-class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
-    """Datanode registration and heartbeats."""
+USED_BLOCKS_PAGE = 4096
 
-    def __init__(self, registry: DatanodeRegistry) -> None:
+
+class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
+    """Datanode registration, heartbeats (with their reports and work) and used blocks."""
+
+    def __init__(self, registry: DatanodeRegistry, monitor: ReplicationMonitor) -> None:
         self.registry = registry
+        self.monitor = monitor
 
     async def Register(
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
@@ -90,6 +95,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         except PlasmaError as exc:
             await abort_with(context, exc)
             raise AssertionError("unreachable") from None
+        await self.monitor.datanode_returned(row.datanode_id)
         return pb.RegisterReply(
             datanode_id=row.datanode_id,
             ticket_secret=self.registry.secret,
@@ -99,9 +105,31 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
-        """Note that a datanode lives."""
+        """Note that a datanode lives, take its reports, give it work."""
         try:
-            self.registry.heartbeat(request.datanode_id, request.identity)
+            return await self.monitor.heartbeat(request.datanode_id, request)
         except PlasmaError as exc:
             await abort_with(context, exc)
-        return pb.HeartbeatReply()
+            raise AssertionError("unreachable") from None
+
+    async def UsedBlocks(
+        self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UsedBlocksReply:
+        """A page of the datanode's committed block ranges (for its scrub)."""
+        try:
+            row = self.registry.row(request.datanode_id)
+            if row is None or row.identity != request.identity:
+                raise NotFoundError(
+                    f"datanode {request.datanode_id} is not registered; register again"
+                )
+            limit = max(1, min(request.limit or USED_BLOCKS_PAGE, USED_BLOCKS_PAGE))
+            ranges = await self.monitor.replicas.used_ranges(
+                request.datanode_id, request.after, limit
+            )
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+        reply = pb.UsedBlocksReply(more=len(ranges) == limit)
+        for start, count in ranges:
+            reply.ranges.add(block_start=start, block_count=count)
+        return reply

@@ -277,7 +277,16 @@ async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     out.fsstat.live_datanodes = st.live_datanodes
     out.fsstat.blocksize = st.blocksize
     out.fsstat.held_bytes = st.held_bytes
+    out.fsstat.under_replicated_blocks = st.under_replicated_blocks
+    out.fsstat.missing_blocks = st.missing_blocks
+    out.fsstat.corrupt_blocks = st.corrupt_blocks
     out.fsstat.SetInParent()
+
+
+async def _report_corrupt(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.report_corrupt
+    s.ns.report_corrupt(q.datanode_id, q.block_start, q.block_count)
+    out.done.SetInParent()
 
 
 async def _allocate(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
@@ -305,7 +314,7 @@ def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
                 block_start=rep.block_start,
                 host=rep.host,
                 local_socket=rep.local_socket,
-                state=int(rep.state),  # type: ignore[arg-type]
+                state=int(rep.state),
             )
             replica.ticket.MergeFromString(rep.ticket)
     out.SetInParent()
@@ -328,5 +337,8 @@ HANDLERS: dict[str, Handler] = {
     "fsstat": _fsstat,
     "allocate": _allocate,
     "blocks": _blocks,
+    "report_corrupt": _report_corrupt,
 }
-READ_ONLY = frozenset({"lookup", "getattr", "readdir", "readlink", "fsstat", "blocks"})
+READ_ONLY = frozenset(
+    {"lookup", "getattr", "readdir", "readlink", "fsstat", "blocks", "report_corrupt"}
+)

@@ -39,6 +39,24 @@ class NamenodeSettings(DaemonSettings):
         default=1.0, gt=0, description="seconds between checks that the active lock is held"
     )
     datanode_dead_after: float = Field(default=10.0, gt=0)
+    replica_lost_after: float = Field(
+        default=600.0,
+        gt=0,
+        description="seconds a dead datanode's replicas stay suspect before they are "
+        "declared lost and copied anew (as HDFS's 10 minutes)",
+    )
+    replication_streams: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="copies a datanode runs at once as target, and serves as source",
+    )
+    replication_scan_interval: float = Field(
+        default=300.0, gt=0, description="seconds between full scans of the block groups"
+    )
+    replication_check_interval: float = Field(
+        default=1.0, gt=0, description="seconds between checks of what changed"
+    )
     heartbeat_ms: int = Field(default=1000, ge=50)
     metrics_listen: str = Field(
         default="", description="host:port for Prometheus /metrics (empty: off; port 0: any)"

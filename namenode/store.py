@@ -28,7 +28,7 @@ _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21, $22, $23,
-    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
+    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
 """
 
 
@@ -64,6 +64,7 @@ class DatanodeRow:
     blocksize: int
     capacity_blocks: int
     local_socket: str = ""
+    admin_state: int = 0  # 0 normal, 1 decommissioning, 2 decommissioned
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,13 @@ class Store:
 
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self.read_connection() as conn:
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def read_connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for reads and small writes outside the group commit, with
+        driver errors turned into plasmafs errors (for the other store modules)."""
         assert self._pool is not None
         with domain_errors("metadata store"):
             async with self._pool.acquire() as conn:
@@ -392,6 +400,7 @@ class Store:
         dropped: list[tuple[int, int, int]] = []
         added: list[tuple[int, int, int, int, int]] = []
         released: list[tuple[int, int, int, datetime]] = []
+        held: list[tuple[int, int, int]] = []
         for cs in changesets:
             for ino, file_index, datanode in cs.extents_dropped | cs.extents_replaced:
                 dropped.append((ino, file_index, datanode))
@@ -399,6 +408,7 @@ class Store:
                 added.append((ino, x.file_index, x.datanode_id, x.block_start, x.block_count))
             held_until = datetime.fromtimestamp(cs.held_until, UTC)
             released.extend((d, start, n, held_until) for d, start, n in cs.released)
+            held.extend(cs.released_held)
             for ino, inode in cs.inodes.items():
                 if inode is None:
                     deleted_inodes.append(ino)
@@ -425,6 +435,7 @@ class Store:
             *_columns(dropped, 3),
             *_columns(added, 5),
             *_columns(released, 4),
+            *_columns(held, 3),
         )
         with domain_errors("group commit"):
             conn = await self._writer_connection(lane)
@@ -460,6 +471,7 @@ def _datanode(row: asyncpg.Record) -> DatanodeRow:
         row["blocksize"],
         row["capacity_blocks"],
         row["local_socket"],
+        row["admin_state"],
     )
 
 

@@ -1,0 +1,176 @@
+"""The gRPC face of cluster administration: datanodes' states and lifecycle, and fsck.
+It only translates between the wire and the replication monitor, registry and fsck."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from plasmafs.client import paths
+from plasmafs.client.attributes import FileKind
+from plasmafs.client.errors import BusyError, NotFoundError, PlasmaError
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.client.rpc_status import abort_with
+from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
+from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.replication import ReplicationMonitor
+
+_ADMIN_STATE = {
+    DECOMMISSIONING: pb.DATANODE_DECOMMISSIONING,
+    DECOMMISSIONED: pb.DATANODE_DECOMMISSIONED,
+}
+
+
+class AdminServicer(pb_grpc.AdminServicer):
+    """Datanode administration and fsck."""
+
+    def __init__(self, namespace: Namespace, monitor: ReplicationMonitor, fsck: Fsck) -> None:
+        self.ns = namespace
+        self.monitor = monitor
+        self.registry = monitor.registry
+        self.fsck = fsck
+
+    async def _info(
+        self, datanode: int, replica_blocks: dict[int, int] | None = None
+    ) -> pb.DatanodeInfo:
+        registry, allocator = self.registry, self.monitor.data.allocator
+        row = registry.row(datanode)
+        if row is None:
+            raise NotFoundError(f"no datanode {datanode}")
+        if replica_blocks is None:
+            replica_blocks = await self.monitor.replicas.replica_blocks()
+        alive = registry.alive(datanode)
+        admin = registry.admin_state(datanode)
+        state = _ADMIN_STATE.get(admin, pb.DATANODE_LIVE if alive else pb.DATANODE_DEAD)
+        capacity = allocator.capacity_blocks([datanode])
+        free = allocator.free_blocks(datanode) if allocator.knows(datanode) else 0
+        bs = row.blocksize
+        return pb.DatanodeInfo(
+            datanode_id=datanode,
+            address=row.address,
+            host=row.host,
+            state=state,
+            alive=alive,
+            capacity_bytes=capacity * bs,
+            used_bytes=(capacity - free) * bs,
+            replica_blocks=replica_blocks.get(datanode, 0),
+            last_heartbeat_age=registry.last_heartbeat_age(datanode),
+            queued_copies=self.monitor.queued_for(datanode) if admin == NORMAL else 0,
+            running_copies=self.monitor.running_on(datanode),
+        )
+
+    async def ListDatanodes(
+        self, request: pb.ListDatanodesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDatanodesReply:
+        """Every registered datanode."""
+        try:
+            return await self._list()
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+
+    async def _list(self) -> pb.ListDatanodesReply:
+        blocks = await self.monitor.replicas.replica_blocks()
+        return pb.ListDatanodesReply(
+            datanodes=[await self._info(d, blocks) for d in self.registry.ids()]
+        )
+
+    async def Decommission(
+        self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DatanodeInfo:
+        """Drain a datanode."""
+        try:
+            await self.monitor.decommission(request.datanode_id)
+            return await self._info(request.datanode_id)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+
+    async def Recommission(
+        self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DatanodeInfo:
+        """Put a drained or draining datanode back in service."""
+        try:
+            await self.monitor.recommission(request.datanode_id)
+            return await self._info(request.datanode_id)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+
+    async def RemoveDatanode(
+        self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDatanodesReply:
+        """Forget a dead or decommissioned datanode."""
+        try:
+            await self.monitor.remove(request.datanode_id)
+            return await self._list()
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+
+    async def Fsck(
+        self, request: pb.FsckRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.FsckReply]:
+        """Files under a path (those with problems, or all), then the summary."""
+        try:
+            raw = request.path or b"/"
+            attr = await self.ns.lookup(None, raw, True)
+            root_path = paths.normalize(raw.decode())
+            totals = FsckTotals()
+            if attr.kind is FileKind.SYMLINK:
+                raise BusyError(f"{root_path} is a dangling symbolic link")
+            async for checked in self.fsck.walk(attr.ino, root_path, totals):
+                wanted = (
+                    checked.corrupt
+                    if request.list_corrupt
+                    else request.all_files or checked.problem
+                )
+                if wanted:
+                    yield pb.FsckReply(file=self._file(checked))
+            yield pb.FsckReply(summary=self._summary(totals))
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+
+    def _summary(self, t: FsckTotals) -> pb.FsckSummary:
+        return pb.FsckSummary(
+            files=t.files,
+            directories=t.directories,
+            symlinks=t.symlinks,
+            blocks=t.blocks,
+            replica_blocks=t.replica_blocks,
+            bytes=t.bytes,
+            under_replicated_blocks=t.under_replicated,
+            mis_replicated_blocks=t.mis_replicated,
+            missing_blocks=t.missing,
+            corrupt_blocks=t.corrupt,
+            corrupt_files=t.corrupt_files,
+            live_datanodes=len(self.registry.live()),
+            datanodes=len(self.registry.ids()),
+            record_errors=t.record_errors,
+            queued_copies=self.monitor.queued_for(),
+            running_copies=len(self.monitor.jobs),
+        )
+
+    def _file(self, checked: CheckedFile) -> pb.FsckFile:
+        entry = checked.entry
+        out = pb.FsckFile(path=entry.path.encode(), size=entry.size, replication=entry.replication)
+        for g in checked.groups:
+            block = out.blocks.add(
+                file_index=g.group.file_index,
+                block_count=g.group.block_count,
+                live=len(g.health.live),
+                under_replicated=g.health.under_replicated,
+                missing=g.health.missing,
+                corrupt=g.health.corrupt,
+            )
+            for row, state in g.states:
+                block.replicas.add(
+                    datanode_id=row.datanode_id,
+                    address=self.registry.address(row.datanode_id),
+                    block_start=row.block_start,
+                    state=int(state),
+                )
+        return out

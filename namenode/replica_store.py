@@ -1,0 +1,274 @@
+"""The SQL of replica health: block groups that may need copies, corrupt blocks,
+datanodes' administrative state, and the cross-checks fsck runs on the records.
+
+A block group is the replicas of one file range: every replica row of a file with the
+same file index has the same block count (allocation, truncation and repair keep it
+so), which lets PostgreSQL group and count replicas without looking at ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from plasmafs.client.attributes import FileKind
+from plasmafs.namenode.records import ExtentRow
+from plasmafs.namenode.store import Store
+
+SCAN_BATCH = 10_000  # group rows fetched per round trip of a scan
+
+_GROUPS = """
+SELECT x.ino, x.file_index, x.block_count, i.replication,
+       array_agg(x.datanode_id ORDER BY x.datanode_id) AS datanodes,
+       array_agg(x.block_start ORDER BY x.datanode_id) AS starts
+FROM extents x JOIN inodes i ON i.ino = x.ino
+{where}
+GROUP BY x.ino, x.file_index, x.block_count, i.replication
+{having}
+"""
+_SUSPECT = "HAVING count(*) <> i.replication OR bool_or(x.datanode_id = ANY($1::integer[]))"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockGroup:
+    """The replica rows of file blocks [file_index, file_index + block_count)."""
+
+    ino: int
+    file_index: int
+    block_count: int
+    replication: int
+    rows: tuple[ExtentRow, ...]
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(ino, file_index): unique per group."""
+        return (self.ino, self.file_index)
+
+
+@dataclass(frozen=True, slots=True)
+class FsckEntry:
+    """An inode under the path fsck checks."""
+
+    path: str
+    ino: int
+    kind: FileKind
+    size: int
+    replication: int
+
+
+def _group(r: Sequence[Any]) -> BlockGroup:
+    ino, fi, n, rep, datanodes, starts = r
+    rows = tuple(ExtentRow(fi, n, d, s) for d, s in zip(datanodes, starts, strict=True))
+    return BlockGroup(ino, fi, n, rep, rows)
+
+
+class ReplicaStore:
+    """Queries of replica health over the namenode's store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def suspect_groups(
+        self, suspects: Sequence[int], inos: Sequence[int] | None = None
+    ) -> AsyncIterator[BlockGroup]:
+        """Groups with a replica on one of the `suspects` datanodes or whose replica
+        count differs from the file's replication: every group (or every group of
+        `inos`) that may need a copy or a removal."""
+        where = "" if inos is None else "WHERE x.ino = ANY($2::bigint[])"
+        query = _GROUPS.format(where=where, having=_SUSPECT)
+        args: list[Any] = [list(suspects)] + ([] if inos is None else [list(inos)])
+        async with self.store.read_connection() as conn, conn.transaction(readonly=True):
+            cursor = conn.cursor(query, *args, prefetch=SCAN_BATCH)
+            async for row in cursor:
+                yield _group(tuple(row))
+
+    async def groups_of(self, inos: Sequence[int]) -> list[BlockGroup]:
+        """Every group of the files `inos`."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                _GROUPS.format(where="WHERE x.ino = ANY($1::bigint[])", having=""), list(inos)
+            )
+        return [_group(tuple(r)) for r in rows]
+
+    async def files_on(self, datanodes: Sequence[int]) -> list[int]:
+        """The files with a replica on one of `datanodes`."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                "SELECT DISTINCT ino FROM extents WHERE datanode_id = ANY($1::integer[])",
+                list(datanodes),
+            )
+        return [r[0] for r in rows]
+
+    async def replica_blocks(self) -> dict[int, int]:
+        """Per datanode, the blocks of committed replicas on it."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                "SELECT datanode_id, sum(block_count) FROM extents GROUP BY datanode_id"
+            )
+        return {r[0]: int(r[1]) for r in rows}
+
+    async def replica_count(self, datanode: int) -> int:
+        """How many replica rows a datanode holds."""
+        async with self.store.read_connection() as conn:
+            return int(
+                await conn.fetchval("SELECT count(*) FROM extents WHERE datanode_id = $1", datanode)
+            )
+
+    async def used_ranges(self, datanode: int, after: int, limit: int) -> list[tuple[int, int]]:
+        """Committed replica ranges of a datanode starting at or after block `after`."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                """SELECT block_start, block_count FROM extents
+                   WHERE datanode_id = $1 AND block_start >= $2
+                   ORDER BY block_start LIMIT $3""",
+                datanode,
+                after,
+                limit,
+            )
+        return [(r[0], r[1]) for r in rows]
+
+    # --- corrupt blocks -------------------------------------------------------------------
+
+    async def corrupt_ranges(self) -> list[tuple[int, int, int]]:
+        """Every recorded corrupt range: (datanode, start, count)."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                "SELECT datanode_id, block_start, block_count FROM corrupt_blocks"
+            )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def record_corrupt(
+        self, datanode: int, ranges: Sequence[tuple[int, int, str]]
+    ) -> list[tuple[int, int, int]]:
+        """Record the parts of `ranges` (start, count, reason) that committed replicas
+        of `datanode` use; return the affected replicas as (ino, start, count) of the
+        corrupt part. Blocks no replica uses are not corrupt data: they are ignored."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                """WITH hit AS (
+                       SELECT x.ino, greatest(x.block_start, r.s) AS s,
+                              least(x.block_start + x.block_count, r.s + r.c)
+                                  - greatest(x.block_start, r.s) AS c,
+                              r.reason
+                       FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS r(s, c, reason)
+                       JOIN extents x ON x.datanode_id = $1
+                            AND x.block_start < r.s + r.c
+                            AND x.block_start + x.block_count > r.s),
+                   saved AS (
+                       INSERT INTO corrupt_blocks (datanode_id, block_start, block_count, reason)
+                       SELECT $1, s, c, reason FROM hit
+                       ON CONFLICT ON CONSTRAINT corrupt_blocks_pkey DO UPDATE
+                       SET block_count = greatest(corrupt_blocks.block_count, EXCLUDED.block_count))
+                   SELECT ino, s, c FROM hit""",
+                datanode,
+                [r[0] for r in ranges],
+                [r[1] for r in ranges],
+                [r[2] for r in ranges],
+            )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    # --- datanodes ------------------------------------------------------------------------
+
+    async def set_admin_state(self, datanode: int, state: int) -> None:
+        """Record a datanode's administrative state."""
+        async with self.store.read_connection() as conn:
+            await conn.execute(
+                "UPDATE datanodes SET admin_state = $2 WHERE datanode_id = $1", datanode, state
+            )
+
+    async def unhold(self, datanode: int, until: float) -> list[tuple[int, int]]:
+        """Blocks held for a datanode's return become free after `until` (time.time());
+        returns them."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                """UPDATE released_extents SET reusable_after = $2
+                   WHERE datanode_id = $1 AND reusable_after = 'infinity'
+                   RETURNING block_start, block_count""",
+                datanode,
+                datetime.fromtimestamp(until, UTC),
+            )
+        return [(r[0], r[1]) for r in rows]
+
+    async def remove_datanode(self, datanode: int) -> bool:
+        """Forget a datanode that no replica row names; False if one still does."""
+        async with self.store.read_connection() as conn, conn.transaction():
+            # Locks the datanode's row: a commit adding a replica on it waits or fails.
+            await conn.execute(
+                "SELECT 1 FROM datanodes WHERE datanode_id = $1 FOR UPDATE", datanode
+            )
+            if await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM extents WHERE datanode_id = $1)", datanode
+            ):
+                return False
+            for table in ("released_extents", "corrupt_blocks", "datanodes"):
+                await conn.execute(f"DELETE FROM {table} WHERE datanode_id = $1", datanode)
+        return True
+
+    # --- fsck -----------------------------------------------------------------------------
+
+    async def subtree(self, root: int, root_path: str) -> AsyncIterator[FsckEntry]:
+        """Every inode at and below directory or file `root`, with its path."""
+        query = """
+            WITH RECURSIVE tree(ino, path) AS (
+                SELECT $1::bigint, $2::text
+                UNION ALL
+                SELECT e.ino, CASE WHEN tree.path = '/' THEN '/' ELSE tree.path || '/' END
+                              || e.name
+                FROM entries e JOIN tree ON e.parent = tree.ino)
+            SELECT tree.path, i.ino, i.kind, i.size, i.replication
+            FROM tree JOIN inodes i ON i.ino = tree.ino"""
+        async with (
+            self.store.read_connection() as conn,
+            conn.transaction(readonly=True, isolation="repeatable_read"),
+        ):
+            async for r in conn.cursor(query, root, root_path, prefetch=SCAN_BATCH):
+                yield FsckEntry(r[0], r[1], FileKind(r[2]), r[3], r[4])
+
+    async def overlapping_claims(self, limit: int = 100) -> list[str]:
+        """Block ranges claimed twice on one datanode, or past its capacity."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                """WITH claims AS (
+                       SELECT datanode_id, block_start, block_count, 'replica' AS what
+                       FROM extents
+                       UNION ALL
+                       SELECT datanode_id, block_start, block_count, 'released'
+                       FROM released_extents WHERE reusable_after > now()),
+                   ordered AS (
+                       SELECT c.*, max(block_start + block_count) OVER (
+                           PARTITION BY datanode_id ORDER BY block_start, block_count
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                       FROM claims c)
+                   SELECT o.datanode_id, o.block_start, o.block_count, o.what, o.prev_end,
+                          d.capacity_blocks
+                   FROM ordered o JOIN datanodes d USING (datanode_id)
+                   WHERE o.prev_end > o.block_start
+                      OR o.block_start + o.block_count > d.capacity_blocks
+                   LIMIT $1""",
+                limit,
+            )
+        errors = []
+        for d, start, count, what, prev_end, _capacity in rows:
+            end = start + count - 1
+            if prev_end is not None and prev_end > start:
+                errors.append(f"datanode {d}: blocks {start}-{end} ({what}) claimed twice")
+            else:
+                errors.append(f"datanode {d}: blocks {start}-{end} ({what}) past its capacity")
+        return errors
+
+    async def used_blocks(self, now: float) -> dict[int, int]:
+        """Per datanode, blocks that committed replicas and releases not yet reusable at
+        `now` (time.time()) occupy."""
+        async with self.store.read_connection() as conn:
+            rows = await conn.fetch(
+                """SELECT datanode_id, sum(n) FROM (
+                       SELECT datanode_id, block_count AS n FROM extents
+                       UNION ALL
+                       SELECT datanode_id, block_count FROM released_extents
+                       WHERE reusable_after > $1) u
+                   GROUP BY datanode_id""",
+                datetime.fromtimestamp(now, UTC),
+            )
+        return {r[0]: int(r[1]) for r in rows}

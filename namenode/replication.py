@@ -1,0 +1,568 @@
+"""Re-replication: the queue of block groups that need copies or removals, the copy
+work handed to datanodes in heartbeat replies, and recording what they did.
+
+Groups are checked when something that affects them happens (a datanode dies, is
+lost, returns or is drained; a corrupt block is found; a file's replication or block
+list changes) and by a full scan at start and every `scan_interval` seconds. A group
+short of live replicas waits in one of three queues by urgency (one live replica,
+fewer than a third, the rest), as in HDFS; a group with replicas to drop (surplus,
+lost, corrupt or drained ones once enough live ones exist) is cleaned up here.
+
+A copy goes to a target datanode that may take new data and holds no replica of the
+group; the blocks are reserved on it (in memory: a restart frees them) and it pulls
+the range from a source with a read ticket. Its result is recorded in a transaction
+that checks the group still holds the source (else the copy is discarded and the
+reservation given back) and drops what the new replica makes surplus. Nothing is
+freed before it is certainly unreferenced; a lost replica's blocks are held until
+its datanode returns or is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from plasmafs.client.errors import BusyError, ConflictError, NotFoundError, PlasmaError
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
+from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.health import CLEANUP, GroupHealth, ReplicaHealth
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.records import ExtentRow
+from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore
+from plasmafs.namenode.transaction import Txn
+
+log = logging.getLogger(__name__)
+
+GroupKey = tuple[int, int]  # (ino, file_index)
+LOCK_WAIT = 2.0  # seconds a recording waits for a writer holding the file
+SCHEDULE_LOOKS = 2000  # queued groups looked at per heartbeat, at most
+CHECK_BATCH = 1000  # files checked per query
+MAX_VERIFY = 1 << 20  # blocks a client may ask to verify at once
+
+
+@dataclass(slots=True)
+class CopyJob:
+    """One copy given to a target datanode."""
+
+    task_id: int
+    ino: int
+    source: ExtentRow
+    target: ExtentRow  # the reserved blocks on the target datanode
+    given: float = field(default_factory=time.monotonic)
+    acknowledged: bool = False  # the target reported it running (or finished)
+
+
+@dataclass(slots=True)
+class Tracked:
+    """A group that is not healthy, as last checked."""
+
+    group: BlockGroup
+    health: GroupHealth
+
+
+@dataclass(slots=True)
+class ReplicationStats:
+    """Counters the namenode exports."""
+
+    copies_given: int = 0
+    copies_done: int = 0
+    copies_failed: int = 0
+    copies_discarded: int = 0
+    bytes_copied: int = 0
+    replicas_dropped: int = 0
+
+
+class ReplicationMonitor:
+    """The namenode's replica accounting and the work that restores it."""
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        replicas: ReplicaStore,
+        health: ReplicaHealth,
+        *,
+        streams_per_datanode: int,
+        scan_interval: float,
+        check_interval: float,
+        ticket_ttl: float,
+    ) -> None:
+        self.ns = namespace
+        self.data: FileData = namespace.data
+        self.registry = self.data.registry
+        self.replicas = replicas
+        self.health = health
+        self.streams = streams_per_datanode
+        self.scan_interval = scan_interval
+        self.check_interval = check_interval
+        self.ticket_ttl = ticket_ttl
+        self.stats = ReplicationStats()
+        self.tracked: dict[GroupKey, Tracked] = {}
+        self._tracked_files: Counter[int] = Counter()
+        self.queues: list[dict[GroupKey, None]] = [{} for _ in range(CLEANUP + 1)]
+        self.jobs: dict[int, CopyJob] = {}
+        self._verify: dict[int, set[tuple[int, int]]] = {}
+        self._dirty: set[int] = set()
+        self._down: frozenset[int] = frozenset()  # not live, or not in normal service
+        self._lost: frozenset[int] = frozenset()
+        self._task_base = 0
+        self._next_task = 0
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self._last_scan = 0.0
+
+    # --- life -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load corrupt ranges, hook into commits, scan once and start the loop."""
+        self.health.load_corrupt(await self.replicas.corrupt_ranges())
+        self.data.commit_observer = self._committed
+        self.data.release_observer = self.health.forget_corrupt
+        # Task ids carry the term: a task of an earlier namenode is never taken for ours.
+        self._task_base = self.ns.leadership.current_term() << 32
+        self._runner = asyncio.create_task(self._run(), name="pfs-replication")
+
+    async def stop(self) -> None:
+        """Stop the loop and the recordings in flight."""
+        for task in (self._runner, *self._tasks):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in (self._runner, *self._tasks) if t is not None), return_exceptions=True
+        )
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._tick()
+            except asyncio.CancelledError:
+                raise
+            except PlasmaError as exc:
+                log.warning("replica check failed: %s", exc)
+            except Exception:
+                log.exception("replica check failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.check_interval)
+            self._wake.clear()
+
+    async def _tick(self) -> None:
+        now = time.monotonic()
+        if now - self._last_scan >= self.scan_interval:
+            self._last_scan = now
+            await self.scan_all()
+        changed = self._datanode_changes()
+        if changed:
+            self._dirty.update(await self.replicas.files_on(sorted(changed)))
+        if self._dirty:
+            dirty, self._dirty = self._dirty, set()
+            await self.check_files(dirty)
+        self._expire_jobs()
+        await self._clean_up()
+        await self._finish_decommissions()
+
+    def _datanode_changes(self) -> set[int]:
+        registry = self.registry
+        down = frozenset(
+            d for d in registry.ids() if not registry.alive(d) or registry.admin_state(d) != NORMAL
+        )
+        lost = frozenset(d for d in down if registry.lost(d))
+        changed = (down ^ self._down) | (lost ^ self._lost)
+        self._down, self._lost = down, lost
+        return set(changed)
+
+    # --- checking groups ----------------------------------------------------------------------
+
+    def _placeable(self) -> frozenset[int]:
+        return frozenset(self.registry.placeable())
+
+    async def scan_all(self) -> None:
+        """Check every group that may need work (a full pass)."""
+        suspects = set(self._down) | self.health.corrupt_datanodes()
+        suspects |= {d for d in self.registry.ids() if not self.registry.alive(d)}
+        placeable = self._placeable()
+        found: dict[GroupKey, Tracked] = {}
+        async for group in self.replicas.suspect_groups(sorted(suspects)):
+            health = self.health.assess(group.rows, group.replication, placeable)
+            if health.under_replicated or health.corrupt or health.priority is not None:
+                found[group.key] = Tracked(group, health)
+        self.tracked = found
+        self._tracked_files = Counter(key[0] for key in found)
+        self.queues = [{} for _ in range(CLEANUP + 1)]
+        for key, item in found.items():
+            if item.health.priority is not None:
+                self.queues[item.health.priority][key] = None
+
+    async def check_files(self, inos: Iterable[int]) -> None:
+        """Check every group of the files `inos` again."""
+        inos = sorted(set(inos))
+        placeable = self._placeable()
+        for at in range(0, len(inos), CHECK_BATCH):
+            batch = inos[at : at + CHECK_BATCH]
+            wanted = set(batch)
+            for key in [k for k in self.tracked if k[0] in wanted]:
+                self._untrack(key)
+            for group in await self.replicas.groups_of(batch):
+                self._track(group, placeable)
+
+    def _track(self, group: BlockGroup, placeable: frozenset[int]) -> None:
+        health = self.health.assess(group.rows, group.replication, placeable)
+        key = group.key
+        self._untrack(key)
+        if health.under_replicated or health.corrupt or health.priority is not None:
+            self.tracked[key] = Tracked(group, health)
+            self._tracked_files[key[0]] += 1
+            if health.priority is not None:
+                self.queues[health.priority][key] = None
+
+    def _untrack(self, key: GroupKey) -> None:
+        if self.tracked.pop(key, None) is not None:
+            self._tracked_files[key[0]] -= 1
+            if not self._tracked_files[key[0]]:
+                del self._tracked_files[key[0]]
+            for queue in self.queues:
+                queue.pop(key, None)
+
+    def _committed(self, cs: ChangeSet) -> None:
+        """After every commit that changed block lists or replication: check again the
+        files whose replication changed, that are tracked, or that got replicas on a
+        datanode that is down (cheap for the common case: none of these)."""
+        dirty = set(cs.recheck)
+        files = self._tracked_files
+        if files:
+            dirty.update(ino for ino in cs.extents_changed if ino in files)
+        down = self._down
+        if down:
+            dirty.update(ino for ino, _, d in cs.extents_added if d in down)
+        if dirty:
+            self._dirty |= dirty
+            self._wake.set()
+
+    def counts(self) -> tuple[int, int, int]:
+        """File blocks under-replicated, missing and with a corrupt replica."""
+        under = missing = corrupt = 0
+        for item in self.tracked.values():
+            n = item.group.block_count
+            under += n if item.health.under_replicated else 0
+            missing += n if item.health.missing else 0
+            corrupt += n if item.health.corrupt else 0
+        return under, missing, corrupt
+
+    def queued_for(self, datanode: int | None = None) -> int:
+        """Copies waiting (all, or that could go to `datanode`)."""
+        waiting = sum(len(q) for q in self.queues[:CLEANUP])
+        if datanode is None:
+            return waiting
+        return sum(
+            1
+            for q in self.queues[:CLEANUP]
+            for key in q
+            if all(r.datanode_id != datanode for r in self.tracked[key].group.rows)
+        )
+
+    def running_on(self, datanode: int) -> int:
+        """Copies a datanode runs as target."""
+        return sum(1 for job in self.jobs.values() if job.target.datanode_id == datanode)
+
+    # --- heartbeats ---------------------------------------------------------------------------
+
+    async def heartbeat(self, datanode: int, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        """Take a datanode's reports and give it work."""
+        if self.registry.heartbeat(datanode, request.identity):
+            self._spawn(self.datanode_returned(datanode))
+        reply = pb.HeartbeatReply()
+        for result in request.finished:
+            self._finished(datanode, result)
+        unknown = []
+        for task_id in request.running:
+            job = self.jobs.get(task_id)
+            if job is None or job.target.datanode_id != datanode:
+                unknown.append(task_id)
+            else:
+                job.acknowledged = True
+        reply.cancel.extend(unknown)
+        self.registry.set_busy_unknown(datanode, bool(unknown))
+        if request.corrupt:
+            ranges = [(b.block_start, b.block_count, b.reason) for b in request.corrupt]
+            self._spawn(self.record_corrupt(datanode, ranges))
+        pending = self._verify.get(datanode)
+        if pending:
+            for r in request.verified:
+                pending.discard((r.block_start, r.block_count))
+            for start, count in sorted(pending):
+                reply.verify.add(block_start=start, block_count=count)
+        if datanode in self.registry.placeable():
+            await self._give_work(datanode, reply)
+        return reply
+
+    def request_verify(self, datanode: int, start: int, count: int) -> None:
+        """Have a datanode check blocks a client could not read (in its next heartbeat)."""
+        if self.registry.row(datanode) is None:
+            raise NotFoundError(f"no datanode {datanode}")
+        self._verify.setdefault(datanode, set()).add((start, max(1, min(count, MAX_VERIFY))))
+
+    def _finished(self, datanode: int, result: pb.CopyResult) -> None:
+        job = self.jobs.get(result.task_id)
+        if job is None or job.target.datanode_id != datanode:
+            return  # reported before, or not ours
+        del self.jobs[result.task_id]
+        if result.code == pb.OK:
+            self.stats.bytes_copied += result.bytes
+            self._spawn(self._record(job))
+            return
+        self.stats.copies_failed += 1
+        log.info(
+            "copy %d of file %d blocks %d+%d to datanode %d failed: %s",
+            job.task_id, job.ino, job.source.file_index, job.source.block_count,
+            datanode, result.message,
+        )  # fmt: skip
+        t = job.target
+        self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
+        if result.code == pb.ECORRUPT:  # the source failed a checksum: have it checked
+            s = job.source
+            self._verify.setdefault(s.datanode_id, set()).add((s.block_start, s.block_count))
+        self._dirty.add(job.ino)
+        self._wake.set()
+
+    def _expire_jobs(self) -> None:
+        """Forget copies whose target died, or never started one it was given (a lost
+        reply); their reservations are free again. A target that still runs one after
+        all is told to cancel it and gets no new data meanwhile."""
+        period = self.registry.heartbeat_ms / 1000
+        now = time.monotonic()
+        for task_id, job in list(self.jobs.items()):
+            target = job.target.datanode_id
+            unheard = not job.acknowledged and now - job.given > 5 * period + 5
+            if self.registry.alive(target) and not unheard:
+                continue
+            del self.jobs[task_id]
+            self.stats.copies_failed += 1
+            t = job.target
+            self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
+            self._dirty.add(job.ino)
+
+    async def _give_work(self, datanode: int, reply: pb.HeartbeatReply) -> None:
+        slots = self.streams - self.running_on(datanode)
+        if slots <= 0:
+            return
+        placeable = self._placeable()
+        reading: dict[int, int] = {}
+        for running in self.jobs.values():
+            source_id = running.source.datanode_id
+            reading[source_id] = reading.get(source_id, 0) + 1
+        looked = 0
+        for queue in self.queues[:CLEANUP]:
+            for key in list(queue):
+                looked += 1
+                if slots <= 0 or looked > SCHEDULE_LOOKS:
+                    return
+                job = await self._plan(key, datanode, placeable, reading)
+                if job is None:
+                    continue
+                self.jobs[job.task_id] = job
+                slots -= 1
+                reading[job.source.datanode_id] = reading.get(job.source.datanode_id, 0) + 1
+                source = await self.data.source_ticket(job.ino, job.source)
+                task = reply.copies.add(
+                    task_id=job.task_id,
+                    source_datanode_id=job.source.datanode_id,
+                    source_address=source.address,
+                    source_block_start=job.source.block_start,
+                    block_start=job.target.block_start,
+                    block_count=job.target.block_count,
+                )
+                task.source_ticket.MergeFromString(source.ticket)
+                self.stats.copies_given += 1
+
+    async def _plan(
+        self, key: GroupKey, datanode: int, placeable: frozenset[int], reading: dict[int, int]
+    ) -> CopyJob | None:
+        """A copy of group `key` to `datanode`, with its blocks reserved, or None."""
+        item = self.tracked.get(key)
+        if item is None:
+            return None
+        ino, file_index = key
+        rows = tuple(r for r in await self.data.committed(ino) if r.file_index == file_index)
+        if not rows or any(r.block_count != rows[0].block_count for r in rows):
+            self._untrack(key)
+            self._dirty.add(ino)
+            return None
+        group = BlockGroup(ino, file_index, rows[0].block_count, item.group.replication, rows)
+        health = self.health.assess(rows, group.replication, placeable)
+        underway = [j for j in self.jobs.values() if (j.ino, j.source.file_index) == key]
+        if len(health.live) + len(underway) >= group.replication:
+            return None
+        holders = {r.datanode_id for r in rows} | {j.target.datanode_id for j in underway}
+        if datanode in holders:
+            return None
+        sources = [r for r in health.sources if reading.get(r.datanode_id, 0) < self.streams]
+        if not sources:
+            return None
+        source = min(sources, key=lambda r: reading.get(r.datanode_id, 0))
+        hint = _after_file_blocks(await self.data.committed(ino), datanode)
+        start = self.data.allocator.allocate_on(datanode, group.block_count, hint)
+        if start is None:
+            return None
+        self._next_task += 1
+        target = ExtentRow(file_index, group.block_count, datanode, start)
+        return CopyJob(self._task_base + self._next_task, ino, source, target)
+
+    # --- recording ----------------------------------------------------------------------------
+
+    async def _record(self, job: CopyJob) -> None:
+        """Add a finished copy to its file, if the file's group is as it was."""
+        handed_over = False  # the recording transaction owns the reservation once true
+
+        async def change(txn: Txn) -> bool:
+            nonlocal handed_over
+            handed_over = True  # add_replica puts it in the change set at once
+            if not await self.data.add_replica(txn, job.ino, job.source, job.target):
+                return False
+            await self._drop_surplus(txn, job.ino, job.source.file_index)
+            return True
+
+        done = False
+        try:
+            done = await self.ns.change_file_blocks(
+                f"copy/{job.task_id}", job.ino, change, LOCK_WAIT
+            )
+        except PlasmaError as exc:
+            log.info("copy %d not recorded: %s", job.task_id, exc)
+        finally:
+            if not done and not handed_over:
+                t = job.target
+                self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
+            self._dirty.add(job.ino)
+            self._wake.set()
+        if done:
+            self.stats.copies_done += 1
+        else:
+            self.stats.copies_discarded += 1
+
+    async def _drop_surplus(self, txn: Txn, ino: int, file_index: int) -> None:
+        rows = [r for r in await self.data.view(txn, ino) if r.file_index == file_index]
+        inode = await self.ns.getattr(txn, ino)
+        health = self.health.assess(rows, inode.replication, self._placeable())
+        drop = list(health.droppable) if health.needs_cleanup else []
+        surplus = len(health.live) - inode.replication
+        if surplus > 0:
+            allocator = self.data.allocator
+            fullest = sorted(health.live, key=lambda r: allocator.free_blocks(r.datanode_id))
+            drop += fullest[:surplus]
+        if drop:
+            await self.data.drop_replicas(txn, ino, drop, self._hold)
+            self.stats.replicas_dropped += len(drop)
+
+    def _hold(self, datanode: int) -> bool:
+        return not self.registry.alive(datanode)
+
+    async def _clean_up(self, limit: int = 64) -> None:
+        """Drop replicas groups no longer need (a transaction per file)."""
+        files = sorted({key[0] for key in list(self.queues[CLEANUP])[:limit]})
+        for ino in files:
+            keys = [k for k in self.queues[CLEANUP] if k[0] == ino]
+
+            async def change(txn: Txn, ino: int = ino, keys: list[GroupKey] = keys) -> bool:
+                for _, file_index in keys:
+                    await self._drop_surplus(txn, ino, file_index)
+                return bool(txn.cs.extents_changed)
+
+            with contextlib.suppress(ConflictError):  # a writer has it: later
+                await self.ns.change_file_blocks("cleanup", ino, change, LOCK_WAIT)
+            self._dirty.add(ino)
+
+    async def record_corrupt(self, datanode: int, ranges: list[tuple[int, int, str]]) -> None:
+        """Record blocks a datanode found corrupt (only those replicas use)."""
+        hits = await self.replicas.record_corrupt(datanode, ranges)
+        self.health.load_corrupt((datanode, start, count) for _, start, count in hits)
+        for ino, start, count in hits:
+            log.warning(
+                "datanode %d: blocks %d+%d of file %d are corrupt", datanode, start, count, ino
+            )
+            self._dirty.add(ino)
+        self._wake.set()
+
+    async def datanode_returned(self, datanode: int) -> None:
+        """A datanode is back: blocks held for it are free once read tickets issued for
+        them may have expired, and its files are checked again."""
+        until = time.time() + self.ticket_ttl
+        if await self.replicas.unhold(datanode, until):
+            self.data.allocator.unhold(datanode, until)
+        self._wake.set()
+
+    # --- decommissioning ----------------------------------------------------------------------
+
+    async def decommission(self, datanode: int) -> None:
+        """Start draining a datanode; refused when its replicas could go nowhere."""
+        self._require(datanode)
+        others = [d for d in self.registry.placeable() if d != datanode]
+        held = await self.replicas.replica_count(datanode)
+        if not others and held:
+            raise BusyError(
+                f"datanode {datanode} holds {held} replicas and no other live datanode in "
+                "service could take them: start or recommission another datanode first"
+            )
+        await self.replicas.set_admin_state(datanode, DECOMMISSIONING)
+        self.registry.set_admin_state(datanode, DECOMMISSIONING)
+        self._wake.set()
+
+    async def recommission(self, datanode: int) -> None:
+        """Put a datanode back in normal service (surplus replicas are dropped later)."""
+        self._require(datanode)
+        await self.replicas.set_admin_state(datanode, NORMAL)
+        self.registry.set_admin_state(datanode, NORMAL)
+        self._wake.set()
+
+    async def remove(self, datanode: int) -> None:
+        """Forget a dead or decommissioned datanode that no replica row names."""
+        self._require(datanode)
+        if self.registry.alive(datanode) and self.registry.admin_state(datanode) != DECOMMISSIONED:
+            raise BusyError(
+                f"datanode {datanode} is live: decommission it first, or stop it and wait "
+                "until it is dead"
+            )
+        if not await self.replicas.remove_datanode(datanode):
+            held = await self.replicas.replica_count(datanode)
+            raise BusyError(
+                f"datanode {datanode} still holds {held} replicas the namenode has not "
+                "replaced yet (see pfs fsck): wait for re-replication"
+            )
+        for task_id, job in list(self.jobs.items()):
+            if job.target.datanode_id == datanode:
+                del self.jobs[task_id]
+        self._verify.pop(datanode, None)
+        self.health.forget_datanode(datanode)
+        self.registry.forget(datanode)
+        log.info("datanode %d removed", datanode)
+
+    def _require(self, datanode: int) -> None:
+        if self.registry.row(datanode) is None:
+            raise NotFoundError(f"no datanode {datanode}")
+
+    async def _finish_decommissions(self) -> None:
+        for d in self.registry.ids():
+            if self.registry.admin_state(
+                d
+            ) == DECOMMISSIONING and not await self.replicas.replica_count(d):
+                await self.replicas.set_admin_state(d, DECOMMISSIONED)
+                self.registry.set_admin_state(d, DECOMMISSIONED)
+                log.info("datanode %d is decommissioned", d)
+
+
+def _after_file_blocks(rows: Iterable[ExtentRow], datanode: int) -> int | None:
+    """The block after the file's last replica on `datanode` (to place a copy next to
+    it), or None."""
+    ends = [r.block_start + r.block_count for r in rows if r.datanode_id == datanode]
+    return max(ends) if ends else None
