@@ -27,9 +27,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import NoReturn
 
-from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind
+from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind, Replica, ReplicaState
 from plasmafs.client.datapath import DataChannels, read_range, write_range
 from plasmafs.client.errors import (
+    CorruptionError,
     ExistsError,
     InvalidArgumentError,
     IsDirectoryError,
@@ -368,6 +369,7 @@ class FileReader(_FileObject):
         self._turn = 0
         self._renew_at = float("inf")  # when to fetch new tickets (time.time())
         self._renewing = asyncio.Lock()
+        self._reports: set[asyncio.Future[None]] = set()
         self.closed = False
 
     async def open(self) -> FileReader:
@@ -517,10 +519,13 @@ class FileReader(_FileObject):
     ) -> AsyncGenerator[bytes | memoryview, None]:
         assert self.blocks is not None
         bs = self.blocks.blocksize
-        replicas = list(extent.replicas)
+        # Reads rotate over the live replicas; the others (a datanode that missed its
+        # heartbeats may still answer) are tried last.
+        live = [r for r in extent.replicas if r.state is ReplicaState.LIVE]
+        others = [r for r in extent.replicas if r.state is not ReplicaState.LIVE]
         self._turn += 1
-        start = self._turn % len(replicas)
-        order = replicas[start:] + replicas[:start]
+        start = self._turn % len(live) if live else 0
+        order = live[start:] + live[:start] + others
         errors: list[PlasmaError] = []
         done = 0
         local = self._channels.local
@@ -546,6 +551,10 @@ class FileReader(_FileObject):
                     return
                 except UnavailableError as exc:
                     errors.append(exc)  # the other path of this replica, then the next one
+                except CorruptionError as exc:
+                    errors.append(exc)
+                    self._report_corrupt(replica, first, count, str(exc))
+                    break
                 except PlasmaError as exc:
                     errors.append(exc)
                     break
@@ -556,6 +565,20 @@ class FileReader(_FileObject):
         ):
             raise type(errors[0])("; ".join(str(e) for e in errors))
         raise UnavailableError("no replica answered: " + "; ".join(str(e) for e in errors))
+
+    def _report_corrupt(self, replica: Replica, first: int, count: int, reason: str) -> None:
+        """Tell the namenode in the background; the read goes on from another replica."""
+        report = self._reads.report_corrupt(
+            replica.datanode_id, replica.block_start + first, count, reason
+        )
+        task = asyncio.ensure_future(report)
+        self._reports.add(task)
+        task.add_done_callback(self._report_done)
+
+    def _report_done(self, task: asyncio.Future[None]) -> None:
+        self._reports.discard(task)
+        if not task.cancelled():
+            task.exception()  # a report that did not reach the namenode is only a hint
 
     async def close(self) -> None:
         """Nothing to release but the object."""

@@ -138,6 +138,20 @@ class Reads:
     async def _block_list(self, future: Pending) -> BlockList:
         return BlockList.from_wire((await self._result(future)).block_list)
 
+    def report_corrupt(
+        self, datanode_id: int, block_start: int, block_count: int, reason: str = ""
+    ) -> Awaitable[None]:
+        """Tell the namenode that blocks of a datanode failed their checksum on a read; it
+        has the datanode verify them (and, if confirmed, replaces the replica)."""
+        _u32(datanode_id=datanode_id)
+        _u64(block_start=block_start, block_count=block_count)
+        request, future = self._new()
+        q = request.report_corrupt
+        q.datanode_id, q.block_start, q.block_count, q.reason = (
+            datanode_id, block_start, block_count, reason[:1000],
+        )  # fmt: skip
+        return self._nothing(future)
+
     async def fsstat(self) -> FsStat:
         """Namespace counts and cluster space."""
         request, future = self._new()
