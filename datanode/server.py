@@ -1,87 +1,31 @@
-"""Run a datanode: open the volume, register with the namenode, serve, heartbeat."""
+"""Run a datanode: open the volume, register with the namenode, serve, and keep the
+background work going (heartbeats, copy tasks, the scrub, metrics)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import grpc
 
 from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import error_from_rpc
+from plasmafs.datanode.copier import Copier
+from plasmafs.datanode.heartbeat import Heartbeats, NamenodeLink, Outbox
+from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.local import LocalReadServer
+from plasmafs.datanode.metrics import DatanodeMetrics, values
+from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.registration import Registration
+from plasmafs.datanode.scrubber import Scrubber
 from plasmafs.datanode.service import DatanodeServicer, add_to_server
 from plasmafs.datanode.settings import DatanodeSettings
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)
-
-
-async def register(
-    settings: DatanodeSettings,
-    volume: Volume,
-    address: str,
-    registration: Registration,
-    local_socket: Path | None,
-) -> int:
-    """Register with the namenode (retrying until it answers); return the heartbeat period."""
-    request = pb.RegisterRequest(
-        local_socket=str(local_socket) if local_socket else "",
-        identity=volume.info.identity,
-        host=settings.host_identity,
-        address=address,
-        blocksize=volume.info.blocksize,
-        capacity_blocks=volume.info.capacity_blocks,
-    )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.register_timeout
-    async with grpc.aio.insecure_channel(settings.namenode) as channel:
-        stub = pb_grpc.DatanodeRegistryStub(channel)
-        while True:
-            try:
-                reply = await stub.Register(request, timeout=10)
-                break
-            except grpc.RpcError as exc:
-                error = error_from_rpc(exc)
-                if exc.code() not in (
-                    grpc.StatusCode.UNAVAILABLE,
-                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                ):
-                    raise error from exc
-                if loop.time() > deadline:
-                    raise ConfigError(
-                        f"the namenode at {settings.namenode} did not answer within "
-                        f"{settings.register_timeout:g}s"
-                    ) from exc
-                await asyncio.sleep(0.5)
-    registration.datanode_id = reply.datanode_id
-    registration.secret = reply.ticket_secret
-    log.info("registered as datanode %d (volume %s)", reply.datanode_id, volume.info.identity)
-    return reply.heartbeat_ms
-
-
-async def heartbeats(
-    settings: DatanodeSettings, volume: Volume, registration: Registration, period_ms: int
-) -> None:
-    """Tell the namenode every period that this datanode lives."""
-    async with grpc.aio.insecure_channel(settings.namenode) as channel:
-        stub = pb_grpc.DatanodeRegistryStub(channel)
-        request = pb.HeartbeatRequest(
-            datanode_id=registration.datanode_id, identity=volume.info.identity
-        )
-        while True:
-            await asyncio.sleep(period_ms / 1000)
-            try:
-                await stub.Heartbeat(request, timeout=period_ms / 1000)
-            except grpc.RpcError as exc:
-                log.warning("heartbeat failed: %s", error_from_rpc(exc))
 
 
 async def serve(settings: DatanodeSettings) -> None:
@@ -94,6 +38,8 @@ async def serve(settings: DatanodeSettings) -> None:
         direct=settings.sync == "direct",
     )
     io = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="pfs-io")
+    # The scrub reads on a thread of its own: a pass never takes the threads clients need.
+    scrub_reader = ThreadPoolExecutor(1, thread_name_prefix="pfs-scrub")
     registration = Registration()
     local = None
     if settings.local_reads:
@@ -104,12 +50,13 @@ async def serve(settings: DatanodeSettings) -> None:
             settings.local_read_connections,
         )
     try:
-        await _serve(settings, volume, registration, io, local)
+        await _serve(settings, volume, registration, io, scrub_reader, local)
     finally:
         # Every thread that reads or writes the volume has ended before it closes.
         if local is not None:
             await asyncio.to_thread(local.stop)
         await asyncio.to_thread(io.shutdown)
+        await asyncio.to_thread(scrub_reader.shutdown)
         volume.close()
 
 
@@ -118,10 +65,13 @@ async def _serve(
     volume: Volume,
     registration: Registration,
     io: ThreadPoolExecutor,
+    scrub_reader: ThreadPoolExecutor,
     local: LocalReadServer | None,
 ) -> None:
+    inflight = InflightWrites()
+    servicer = DatanodeServicer(volume, registration, io, inflight)
     server = grpc.aio.server(options=channels.DATANODE_SERVER)
-    add_to_server(DatanodeServicer(volume, registration, io), server)
+    add_to_server(servicer, server)
     port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
@@ -129,18 +79,53 @@ async def _serve(
     address = settings.advertise or f"{host}:{port}"
     if local is not None:
         local.start()
-    period = await register(settings, volume, address, registration, local.path if local else None)
-    await server.start()
-    log.info("datanode serving %s on %s", settings.volume, address)
-    if settings.ready_file is not None:
-        tmp = settings.ready_file.with_suffix(".tmp")
-        tmp.write_text(f"{address}\n")
-        tmp.replace(settings.ready_file)
-    beating = asyncio.create_task(heartbeats(settings, volume, registration, period))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    beating.cancel()
-    await server.stop(5)
+    link = NamenodeLink(settings, volume, registration, address, local.path if local else None)
+    outbox = Outbox()
+    copier = Copier(
+        volume,
+        inflight,
+        io,
+        RateLimit(settings.replication_bandwidth),
+        settings.replication_streams,
+        outbox.copy_ended,
+    )
+    scrubber = Scrubber(
+        volume,
+        inflight,
+        scrub_reader,
+        link.used_blocks,
+        outbox.bad_blocks,
+        RateLimit(settings.scrub_bandwidth),
+        settings.scrub_pause,
+    )
+    heartbeats = Heartbeats(link, outbox, copier, scrubber)
+    metrics = DatanodeMetrics(lambda: values(servicer, copier, scrubber, heartbeats))
+    background: list[asyncio.Task[None]] = []
+    try:
+        await link.register()
+        await server.start()
+        log.info("datanode serving %s on %s", settings.volume, address)
+        if settings.metrics_listen:
+            log.info("metrics on port %d", metrics.serve(settings.metrics_listen))
+        if settings.ready_file is not None:
+            tmp = settings.ready_file.with_suffix(".tmp")
+            tmp.write_text(f"{address}\n")
+            tmp.replace(settings.ready_file)
+        background.append(asyncio.create_task(heartbeats.run(), name="heartbeats"))
+        if settings.scrub_bandwidth > 0:
+            background.append(asyncio.create_task(scrubber.run(), name="scrub"))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await copier.close()  # returns once no copy writes any more
+        await server.stop(5)
+        await link.close()
+        metrics.stop()

@@ -13,7 +13,7 @@ from pydantic_settings import SettingsConfigDict
 from plasmafs.client.daemon import DaemonSettings
 from plasmafs.client.errors import PlasmaError
 from plasmafs.client.sizes import parse_size
-from plasmafs.client.values import check_blocksize
+from plasmafs.client.values import check_address, check_blocksize
 
 
 class DatanodeSettings(DaemonSettings):
@@ -47,11 +47,30 @@ class DatanodeSettings(DaemonSettings):
     io_threads: int = Field(
         default=8, ge=1, le=256, description="threads for the disk I/O of gRPC reads and writes"
     )
+    replication_streams: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="copy tasks (re-replication) run at once; more are queued here",
+    )
+    replication_bandwidth: int = Field(
+        default=0, description="bytes/s for all copy tasks together (e.g. 100M; 0: unlimited)"
+    )
+    scrub_bandwidth: int = Field(
+        default=16 * 1024**2,
+        description="bytes/s the background scrub reads (e.g. 16M; 0: no scrub)",
+    )
+    scrub_pause: float = Field(default=3600.0, ge=0, description="seconds between scrub passes")
+    metrics_listen: str = Field(
+        default="", description="host:port for Prometheus /metrics (empty: off; port 0: any)"
+    )
     ready_file: Path | None = None
     register_timeout: float = Field(default=60.0, gt=0)
     log_level: str = "INFO"
 
-    @field_validator("capacity", "blocksize", mode="before")
+    @field_validator(
+        "capacity", "blocksize", "replication_bandwidth", "scrub_bandwidth", mode="before"
+    )
     @classmethod
     def _sizes(cls, value: str | int) -> int:
         return parse_size(value)
@@ -61,6 +80,16 @@ class DatanodeSettings(DaemonSettings):
     def _power_of_two(cls, value: int) -> int:
         try:
             return check_blocksize(value)
+        except PlasmaError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_address(cls, value: str) -> str:
+        if not value:
+            return value
+        try:
+            return check_address(value, "metrics_listen", any_port=True)
         except PlasmaError as exc:
             raise ValueError(str(exc)) from None
 
