@@ -64,10 +64,21 @@ class GroupHealth:
         )
 
     @property
+    def suspect(self) -> int:
+        """Replicas on datanodes that are dead but not yet lost: no copy replaces them
+        before `lost_after` (a datanode's restart must not start a flood of copies)."""
+        return sum(1 for _, state in self.others if state is ReplicaState.SUSPECT)
+
+    @property
+    def wanted(self) -> int:
+        """Copies to make now."""
+        return max(0, self.replication - len(self.live) - self.suspect)
+
+    @property
     def priority(self) -> int | None:
         """Its place in the re-replication queue; None when nothing is to be done."""
         have = len(self.live)
-        if have < self.replication and self.sources and self.room:
+        if self.wanted and self.sources and self.room:
             if have <= 1:
                 return ONE_LIVE
             if have * 3 < self.replication:

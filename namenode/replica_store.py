@@ -212,7 +212,7 @@ class ReplicaStore:
         """Every inode at and below directory or file `root`, with its path."""
         query = """
             WITH RECURSIVE tree(ino, path) AS (
-                SELECT $1::bigint, $2::text
+                SELECT $1::bigint, $2::text COLLATE "C"
                 UNION ALL
                 SELECT e.ino, CASE WHEN tree.path = '/' THEN '/' ELSE tree.path || '/' END
                               || e.name

@@ -402,7 +402,7 @@ class ReplicationMonitor:
         group = BlockGroup(ino, file_index, rows[0].block_count, item.group.replication, rows)
         health = self.health.assess(rows, group.replication, placeable)
         underway = [j for j in self.jobs.values() if (j.ino, j.source.file_index) == key]
-        if len(health.live) + len(underway) >= group.replication:
+        if len(underway) >= health.wanted:
             return None
         holders = {r.datanode_id for r in rows} | {j.target.datanode_id for j in underway}
         if datanode in holders:
@@ -508,11 +508,17 @@ class ReplicationMonitor:
         """Start draining a datanode; refused when its replicas could go nowhere."""
         self._require(datanode)
         others = [d for d in self.registry.placeable() if d != datanode]
-        held = await self.replicas.replica_count(datanode)
+        draining = [
+            d for d in self.registry.ids() if self.registry.admin_state(d) == DECOMMISSIONING
+        ]
+        held = 0
+        for d in {datanode, *draining}:
+            held += await self.replicas.replica_count(d)
         if not others and held:
             raise BusyError(
-                f"datanode {datanode} holds {held} replicas and no other live datanode in "
-                "service could take them: start or recommission another datanode first"
+                f"datanode {datanode} and the datanodes being drained hold {held} replicas "
+                "and no other live datanode in service could take them: start or "
+                "recommission another datanode first"
             )
         await self.replicas.set_admin_state(datanode, DECOMMISSIONING)
         self.registry.set_admin_state(datanode, DECOMMISSIONING)
