@@ -38,6 +38,13 @@ log = logging.getLogger(__name__)
 
 USED_BLOCKS_PAGE = 4096  # ranges asked for per UsedBlocks call (the namenode may cap it)
 RETRY_PAUSE = 0.5  # seconds between registration attempts
+# gRPC's reconnect backoff grows to 2 minutes; a namenode back from a restart must hear
+# from its datanodes well before it declares them dead.
+LINK_CHANNEL = [
+    *channels.NAMENODE_CHANNEL,
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
 
 
 class NamenodeLink:
@@ -57,9 +64,7 @@ class NamenodeLink:
         self.address = address
         self.local_socket = local_socket
         self.period = 1.0  # seconds between heartbeats, as the namenode says at registration
-        self._channel = grpc.aio.insecure_channel(
-            settings.namenode, options=channels.NAMENODE_CHANNEL
-        )
+        self._channel = grpc.aio.insecure_channel(settings.namenode, options=LINK_CHANNEL)
         self._stub = pb_grpc.DatanodeRegistryStub(self._channel)
 
     async def close(self) -> None:

@@ -114,15 +114,21 @@ class Registry(pb_grpc.DatanodeRegistryServicer):
         return tickets.sign(self.secret, datanode_id, start, count, write=write, ttl_seconds=600)
 
 
-@pytest.fixture
-async def registry() -> AsyncIterator[tuple[Registry, str]]:
-    """The scripted registry and its address (heartbeats every 200 ms)."""
+async def serve_registry(address: str = "127.0.0.1:0") -> tuple[grpc.aio.Server, Registry, str]:
+    """A scripted registry (heartbeats every 200 ms) serving on `address`."""
     servicer = Registry(heartbeat_ms=200)
     server = grpc.aio.server()
     pb_grpc.add_DatanodeRegistryServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(address)
     await server.start()
-    yield servicer, f"127.0.0.1:{port}"
+    return server, servicer, f"127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def registry() -> AsyncIterator[tuple[Registry, str]]:
+    """The scripted registry and its address."""
+    server, servicer, address = await serve_registry()
+    yield servicer, address
     await server.stop(0)
 
 
@@ -346,3 +352,31 @@ async def test_the_scrub_and_verifications_report_bad_blocks(
     assert m["pfs_datanode_scrub_pass_blocks"] == 14
     assert m["pfs_datanode_corrupt_blocks_total"] >= 2
     assert m["pfs_datanode_written_bytes_total"] == 16 * BS
+
+
+async def test_a_datanode_outlives_a_namenode_restart_and_registers_again(
+    datanodes: list[DatanodeProcess], tmp_path: Path
+) -> None:
+    server, reg, address = await serve_registry()
+    node = await start_datanode(tmp_path / "a", address)
+    datanodes.append(node)
+    await write_blocks(reg, node, await datanode_id(node), 0, b"x" * BS)
+    await reg.beat(lambda b: True)
+    await server.stop(0)
+    log = tmp_path / "a" / "datanode.log"
+    async with asyncio.timeout(60):
+        while "heartbeat failed" not in log.read_text():
+            await asyncio.sleep(0.05)
+    # The same address, a namenode that knows nothing (and another secret).
+    server, reg, _ = await serve_registry(address)
+    try:
+        async with asyncio.timeout(60), reg.changed:
+            await reg.changed.wait_for(lambda: len(reg.registrations) > 0)
+        beat = await reg.beat(lambda b: True)
+        assert beat.datanode_id == 1
+        assert [r.identity for r in reg.registrations] == [identity(node)]
+        assert beat.identity == identity(node)
+        assert await read_blocks(reg, node, 1, 0, 1) == b"x" * BS
+        assert "the namenode answers again" in log.read_text()
+    finally:
+        await server.stop(0)
