@@ -1,143 +1,42 @@
-"""Self-healing replication with real processes: a namenode with short liveness
-thresholds and three datanodes; datanodes killed, corrupted, drained and returning."""
+"""Self-healing replication with real processes: datanodes killed, corrupted, drained
+and returning."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from plasmafs.client import Client, ReplicaState
-from plasmafs.client.admin import FsckSummary
 from plasmafs.client.errors import BusyError, NoSpaceError
-from tests.cluster import DatanodeProcess, NamenodeProcess
-
-BS = 64 * 1024
-CAPACITY = 512 * BS
-LOST_AFTER = 2.0
-NAMENODE_ENV = {
-    "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(BS),
-    "PFS_NAMENODE_DATANODE_DEAD_AFTER": "1",
-    "PFS_NAMENODE_HEARTBEAT_MS": "100",
-    "PFS_NAMENODE_REPLICA_LOST_AFTER": str(LOST_AFTER),
-    "PFS_NAMENODE_REPLICATION_SCAN_INTERVAL": "3",
-    "PFS_NAMENODE_REPLICATION_CHECK_INTERVAL": "0.2",
-}
-DATANODE_ENV = {"PFS_DATANODE_SCRUB_PAUSE": "0.5", "PFS_DATANODE_SCRUB_BANDWIDTH": "64M"}
-
-
-@dataclass
-class HealCluster:
-    """A namenode and three datanodes started by the test."""
-
-    namenode: NamenodeProcess
-    datanodes: list[DatanodeProcess]
-    workdir: Path
-
-    def add_datanode(self, name: str) -> DatanodeProcess:
-        """Start one more datanode on a new volume."""
-        dn = DatanodeProcess(
-            self.workdir / name, self.namenode.address, CAPACITY, BS, env=dict(DATANODE_ENV)
-        ).start()
-        self.datanodes.append(dn)
-        return dn
+from tests.heal_cluster import (
+    BS,
+    HealCluster,
+    assert_healthy,
+    flip_byte,
+    fully_replicated,
+    heal_client,
+    heal_cluster,
+    wait_until,
+    write_files,
+)
 
 
 @pytest.fixture
 def heal(dsn: str, tmp_path: Path) -> Iterator[HealCluster]:
     """A namenode that declares replicas lost after 2 s, and three datanodes."""
-    namenode = NamenodeProcess(dsn, tmp_path, env=dict(NAMENODE_ENV)).start()
-    cluster = HealCluster(namenode, [], tmp_path)
-    try:
-        for k in range(3):
-            cluster.add_datanode(f"dn{k + 1}")
+    with heal_cluster(dsn, tmp_path) as cluster:
         yield cluster
-    finally:
-        for d in cluster.datanodes:
-            d.stop()
-        namenode.stop()
 
 
 @pytest.fixture
 async def client(heal: HealCluster) -> AsyncIterator[Client]:
-    """A client of the cluster (local reads off: the tests corrupt volumes on disk)."""
-    fs = Client(heal.namenode.address, local_reads=False)
-    await fs.connection()
-    yield fs
-    await fs.close()
-
-
-async def wait_until(
-    condition: Callable[[], Awaitable[bool]], timeout: float = 60.0, what: str = ""
-) -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what or condition}")
-        await asyncio.sleep(0.1)
-
-
-async def fully_replicated(fs: Client, paths: list[str], avoid: int | None = None) -> bool:
-    """Every extent of every file has exactly its replication in live replicas, and
-    none on datanode `avoid`."""
-    for path in paths:
-        blocks = await fs.blocks(path)
-        for extent in blocks.extents:
-            if extent.live_replicas != blocks.replication or len(extent.replicas) != (
-                blocks.replication
-            ):
-                return False
-            if avoid is not None and any(r.datanode_id == avoid for r in extent.replicas):
-                return False
-    return True
-
-
-async def fsck_summary(fs: Client, path: str = "/") -> FsckSummary:
-    """The summary fsck ends with."""
-    summary = None
-    async for item in fs.fsck(path):
-        if isinstance(item, FsckSummary):
-            summary = item
-    assert summary is not None
-    return summary
-
-
-async def assert_healthy(fs: Client) -> None:
-    """fsck finds nothing missing, corrupt or under-replicated, and the records agree."""
-    summary = await fsck_summary(fs)
-    assert list(summary.record_errors) == []
-    assert (summary.under_replicated_blocks, summary.missing_blocks, summary.corrupt_blocks) == (
-        0,
-        0,
-        0,
-    )
-
-
-async def write_files(fs: Client, replication: int) -> dict[str, bytes]:
-    """A few files of several block groups each."""
-    contents = {
-        "/a": os.urandom(5 * BS + 123),
-        "/b": os.urandom(40 * BS),
-        "/c": os.urandom(1),
-    }
-    for path, data in contents.items():
-        await fs.write_file(path, data, replication=replication)
-    return contents
-
-
-def flip_byte(datanode: DatanodeProcess, block: int, at: int = 100) -> None:
-    """Change one byte of a block in the datanode's volume file, behind its back."""
-    with open(datanode.volume / "volume.data", "r+b") as f:
-        f.seek(block * BS + at)
-        byte = f.read(1)
-        f.seek(block * BS + at)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    """A client of the cluster."""
+    async with heal_client(heal) as fs:
+        yield fs
 
 
 async def test_a_datanode_killed_for_good_is_replaced(heal: HealCluster, client: Client) -> None:
