@@ -143,6 +143,9 @@ class Copier:
         except asyncio.CancelledError:
             self.cancelled += 1
             log.info("copy task %d cancelled; its writes have stopped", task.task_id)
+        except Exception as exc:  # a bug must still end the task with a result
+            log.exception("copy task %d failed", task.task_id)
+            result = _failed(task, StorageError(f"copy failed: {exc!r}"))
         finally:
             del self._running[task.task_id]
             self._fill()

@@ -200,7 +200,10 @@ class Heartbeats:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.outbox.urgent.wait(), self.link.period)
                 self.outbox.urgent.clear()
-                await self.beat()
+                try:
+                    await self.beat()
+                except Exception:  # the loop must outlive anything one beat runs into
+                    log.exception("heartbeat failed")
         finally:
             for task in self._verifying.values():
                 task.cancel()
