@@ -1,2 +1,3 @@
-"""The plasmafs datanode: block ranges of one preallocated volume served over gRPC
-(arrives with the datanode issue)."""
+"""The plasmafs datanode: block ranges of one preallocated volume served over gRPC and
+shared memory, copies for re-replication pulled from other datanodes, a background
+scrub, and heartbeats to the namenode."""
