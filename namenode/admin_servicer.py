@@ -162,9 +162,9 @@ class AdminServicer(pb_grpc.AdminServicer):
                 file_index=g.group.file_index,
                 block_count=g.group.block_count,
                 live=len(g.health.live),
-                under_replicated=g.health.under_replicated,
-                missing=g.health.missing,
-                corrupt=g.health.corrupt,
+                under_replicated=g.health.counts.under_replicated,
+                missing=g.health.counts.missing,
+                corrupt=g.health.counts.corrupt,
             )
             for row, state in g.states:
                 block.replicas.add(

@@ -45,13 +45,14 @@ class CheckedFile:
     def problem(self) -> bool:
         """Under-replicated, missing or corrupt blocks."""
         return any(
-            g.health.under_replicated or g.health.corrupt or g.health.missing for g in self.groups
+            g.health.counts.under_replicated or g.health.counts.corrupt or g.health.counts.missing
+            for g in self.groups
         )
 
     @property
     def corrupt(self) -> bool:
         """A block is missing or has a corrupt replica."""
-        return any(g.health.missing or g.health.corrupt for g in self.groups)
+        return any(g.health.counts.missing or g.health.counts.corrupt for g in self.groups)
 
 
 @dataclass(slots=True)
@@ -136,9 +137,9 @@ class Fsck:
                 n = group.block_count
                 totals.blocks += n
                 totals.replica_blocks += n * len(health.live)
-                totals.under_replicated += n if health.under_replicated else 0
-                totals.missing += n if health.missing else 0
-                totals.corrupt += n if health.corrupt else 0
+                totals.under_replicated += n if health.counts.under_replicated else 0
+                totals.missing += n if health.counts.missing else 0
+                totals.corrupt += n if health.counts.corrupt else 0
             totals.corrupt_files += 1 if file.corrupt else 0
             checked.append(file)
         return checked

@@ -22,31 +22,34 @@ ONE_LIVE, VERY_UNDER, UNDER, CLEANUP = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
-class GroupHealth:
-    """What one block group has and needs."""
+class GroupCounts:
+    """How many replicas of one block group are in each state, and the rules of what it
+    needs (the one place they are decided, for scans and for single groups alike)."""
 
-    live: tuple[ExtentRow, ...]
-    sources: tuple[ExtentRow, ...]  # rows a copy may be read from (live or draining)
-    others: tuple[tuple[ExtentRow, ReplicaState], ...]  # rows that are not live
+    block_count: int  # file blocks in the group
     replication: int
+    live: int
+    suspect: int  # on datanodes dead but not yet lost
+    droppable: int  # lost, corrupt or draining: may go once the group allows it
+    sources: int  # rows a copy may be read from (live or draining)
     room: int  # datanodes that may take new data and hold no replica of the group
     corrupt: bool
 
     @property
     def missing(self) -> bool:
         """No live replica."""
-        return not self.live
+        return self.live == 0
 
     @property
     def under_replicated(self) -> bool:
         """Fewer live replicas than requested."""
-        return len(self.live) < self.replication
+        return self.live < self.replication
 
     @property
-    def droppable(self) -> tuple[ExtentRow, ...]:
-        """Rows that are not live and may go once the group allows it (not suspect ones:
-        their datanode may still come back)."""
-        return tuple(r for r, state in self.others if state is not ReplicaState.SUSPECT)
+    def wanted(self) -> int:
+        """Copies to make now: no copy replaces a suspect replica before it is lost (a
+        datanode's restart must not start a flood of copies)."""
+        return max(0, self.replication - self.live - self.suspect)
 
     @property
     def needs_cleanup(self) -> bool:
@@ -54,39 +57,42 @@ class GroupHealth:
         are enough live ones, or once no other datanode is left to copy to (then the
         group is as replicated as the cluster allows, and a corrupt replica must make
         room for a good copy on its own datanode)."""
-        have = len(self.live)
+        have = self.live
         if have > self.replication:
             return True
         return (
             have >= 1
-            and bool(self.droppable)
+            and self.droppable > 0
             and (have >= self.replication or have + self.room < self.replication)
         )
 
     @property
-    def suspect(self) -> int:
-        """Replicas on datanodes that are dead but not yet lost: no copy replaces them
-        before `lost_after` (a datanode's restart must not start a flood of copies)."""
-        return sum(1 for _, state in self.others if state is ReplicaState.SUSPECT)
-
-    @property
-    def wanted(self) -> int:
-        """Copies to make now."""
-        return max(0, self.replication - len(self.live) - self.suspect)
-
-    @property
     def priority(self) -> int | None:
         """Its place in the re-replication queue; None when nothing is to be done."""
-        have = len(self.live)
         if self.wanted and self.sources and self.room:
-            if have <= 1:
+            if self.live <= 1:
                 return ONE_LIVE
-            if have * 3 < self.replication:
+            if self.live * 3 < self.replication:
                 return VERY_UNDER
             return UNDER
         if self.needs_cleanup:
             return CLEANUP
         return None
+
+    @property
+    def tracked(self) -> bool:
+        """Worth remembering: not healthy, or work to do."""
+        return self.under_replicated or self.corrupt or self.priority is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHealth:
+    """One block group's rows by state, for choosing sources and rows to drop."""
+
+    live: tuple[ExtentRow, ...]
+    sources: tuple[ExtentRow, ...]  # rows a copy may be read from (live or draining)
+    droppable: tuple[ExtentRow, ...]  # lost, corrupt or draining rows
+    counts: GroupCounts
 
 
 class ReplicaHealth:
@@ -146,26 +152,69 @@ class ReplicaHealth:
         """The health of one block group; `placeable`: the datanodes new data may go to."""
         live: list[ExtentRow] = []
         sources: list[ExtentRow] = []
-        others: list[tuple[ExtentRow, ReplicaState]] = []
+        droppable: list[ExtentRow] = []
         holders: set[int] = set()
+        suspect = 0
         corrupt = False
+        block_count = 0
         for row in rows:
+            block_count = row.block_count
             holders.add(row.datanode_id)
             state = self.state(row)
             if state is ReplicaState.LIVE:
                 live.append(row)
                 sources.append(row)
-                continue
-            others.append((row, state))
-            if state is ReplicaState.DECOMMISSIONING:
-                sources.append(row)
-            elif state is ReplicaState.CORRUPT:
-                corrupt = True
-        return GroupHealth(
-            tuple(live),
-            tuple(sources),
-            tuple(others),
+            elif state is ReplicaState.SUSPECT:
+                suspect += 1
+            else:
+                droppable.append(row)
+                if state is ReplicaState.DECOMMISSIONING:
+                    sources.append(row)
+                elif state is ReplicaState.CORRUPT:
+                    corrupt = True
+        counts = GroupCounts(
+            block_count,
             replication,
+            len(live),
+            suspect,
+            len(droppable),
+            len(sources),
             len(placeable - holders),
             corrupt,
         )
+        return GroupHealth(tuple(live), tuple(sources), tuple(droppable), counts)
+
+    def datanode_sets(self) -> DatanodeSets:
+        """The datanodes by what their replicas count as, now (for scans in SQL)."""
+        registry = self.registry
+        live: list[int] = []
+        draining: list[int] = []
+        suspect: list[int] = []
+        lost: list[int] = []
+        for d in registry.ids():
+            if not registry.alive(d):
+                (lost if registry.lost(d) else suspect).append(d)
+            elif registry.admin_state(d) != NORMAL:
+                draining.append(d)
+            else:
+                live.append(d)
+        return DatanodeSets(
+            live, draining, suspect, lost, registry.placeable(), sorted(self._corrupt)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DatanodeSets:
+    """Datanode ids by the state their replicas are in (corrupt blocks aside)."""
+
+    live: list[int]
+    draining: list[int]
+    suspect: list[int]
+    lost: list[int]
+    placeable: list[int]
+    with_corrupt: list[int]
+
+    @property
+    def not_live(self) -> list[int]:
+        """Every datanode whose replicas are not live, or that has corrupt blocks."""
+        return sorted({*self.draining, *self.suspect, *self.lost, *self.with_corrupt})

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plasmafs.client.attributes import FileKind
+from plasmafs.namenode.health import DatanodeSets
 from plasmafs.namenode.records import ExtentRow
 from plasmafs.namenode.store import Store
 
@@ -24,11 +25,40 @@ SELECT x.ino, x.file_index, x.block_count, i.replication,
        array_agg(x.datanode_id ORDER BY x.datanode_id) AS datanodes,
        array_agg(x.block_start ORDER BY x.datanode_id) AS starts
 FROM extents x JOIN inodes i ON i.ino = x.ino
-{where}
+WHERE x.ino = ANY($1::bigint[])
 GROUP BY x.ino, x.file_index, x.block_count, i.replication
-{having}
 """
-_SUSPECT = "HAVING count(*) <> i.replication OR bool_or(x.datanode_id = ANY($1::integer[]))"
+
+# Replica counts by state per group, counted by PostgreSQL and packed with the group's
+# block count and replication into one bigint (its "pattern"): a scan of a million
+# replica rows then costs the namenode a small row per group that needs a look, and
+# groups share a handful of patterns. Counts are capped at 63 (a group has at most a
+# few rows more than its replication, at most 32).
+_COUNT = "least(count(*) FILTER (WHERE x.datanode_id = ANY(${}::integer[])), 63)"
+_GROUP_COUNTS = f"""
+SELECT x.ino, x.file_index,
+       (x.block_count::bigint << 36) | (i.replication::bigint << 30)
+       | ({_COUNT.format(2)} << 24) | ({_COUNT.format(3)} << 18) | ({_COUNT.format(4)} << 12)
+       | ({_COUNT.format(5)} << 6) | {_COUNT.format(6)} AS pattern,
+       bool_or(x.datanode_id = ANY($7::integer[])) AS on_corrupt
+FROM extents x JOIN inodes i ON i.ino = x.ino
+GROUP BY x.ino, x.file_index, x.block_count, i.replication
+HAVING count(*) <> i.replication OR bool_or(x.datanode_id = ANY($1::integer[]))
+"""
+
+
+def unpack_pattern(pattern: int) -> tuple[int, int, int, int, int, int, int]:
+    """(block_count, replication, live, suspect, lost, draining, on_placeable) of a
+    group_counts pattern."""
+    return (
+        pattern >> 36,
+        (pattern >> 30) & 63,
+        (pattern >> 24) & 63,
+        (pattern >> 18) & 63,
+        (pattern >> 12) & 63,
+        (pattern >> 6) & 63,
+        pattern & 63,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,26 +100,32 @@ class ReplicaStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def suspect_groups(
-        self, suspects: Sequence[int], inos: Sequence[int] | None = None
-    ) -> AsyncIterator[BlockGroup]:
-        """Groups with a replica on one of the `suspects` datanodes or whose replica
-        count differs from the file's replication: every group (or every group of
-        `inos`) that may need a copy or a removal."""
-        where = "" if inos is None else "WHERE x.ino = ANY($2::bigint[])"
-        query = _GROUPS.format(where=where, having=_SUSPECT)
-        args: list[Any] = [list(suspects)] + ([] if inos is None else [list(inos)])
+    async def group_counts(self, sets: DatanodeSets) -> AsyncIterator[list[Sequence[Any]]]:
+        """Batches of (ino, file_index, pattern, on_corrupt) of every group that may need
+        work: its replicas counted by the state of their datanodes, packed (see
+        unpack_pattern); corrupt blocks are not considered: `on_corrupt` says a replica
+        is on a datanode that has some. Records unconverted: a scan reads many."""
+        args = (
+            sets.not_live,
+            sets.live,
+            sets.suspect,
+            sets.lost,
+            sets.draining,
+            sets.placeable,
+            sets.with_corrupt,
+        )
         async with self.store.read_connection() as conn, conn.transaction(readonly=True):
-            cursor = conn.cursor(query, *args, prefetch=SCAN_BATCH)
-            async for row in cursor:
-                yield _group(tuple(row))
+            cursor = await conn.cursor(_GROUP_COUNTS, *args)
+            while True:
+                rows = await cursor.fetch(SCAN_BATCH)
+                if not rows:
+                    return
+                yield rows
 
     async def groups_of(self, inos: Sequence[int]) -> list[BlockGroup]:
         """Every group of the files `inos`."""
         async with self.store.read_connection() as conn:
-            rows = await conn.fetch(
-                _GROUPS.format(where="WHERE x.ino = ANY($1::bigint[])", having=""), list(inos)
-            )
+            rows = await conn.fetch(_GROUPS, list(inos))
         return [_group(tuple(r)) for r in rows]
 
     async def files_on(self, datanodes: Sequence[int]) -> list[int]:

@@ -33,10 +33,10 @@ from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.filedata import FileData
-from plasmafs.namenode.health import CLEANUP, GroupHealth, ReplicaHealth
+from plasmafs.namenode.health import CLEANUP, GroupCounts, ReplicaHealth
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.records import ExtentRow
-from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore
+from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore, unpack_pattern
 from plasmafs.namenode.transaction import Txn
 
 log = logging.getLogger(__name__)
@@ -58,14 +58,6 @@ class CopyJob:
     target: ExtentRow  # the reserved blocks on the target datanode
     given: float = field(default_factory=time.monotonic)
     acknowledged: bool = False  # the target reported it running (or finished)
-
-
-@dataclass(slots=True)
-class Tracked:
-    """A group that is not healthy, as last checked."""
-
-    group: BlockGroup
-    health: GroupHealth
 
 
 @dataclass(slots=True)
@@ -104,7 +96,7 @@ class ReplicationMonitor:
         self.check_interval = check_interval
         self.ticket_ttl = ticket_ttl
         self.stats = ReplicationStats()
-        self.tracked: dict[GroupKey, Tracked] = {}
+        self.tracked: dict[GroupKey, GroupCounts] = {}
         self._tracked_files: Counter[int] = Counter()
         self.queues: list[dict[GroupKey, None]] = [{} for _ in range(CLEANUP + 1)]
         self.jobs: dict[int, CopyJob] = {}
@@ -190,20 +182,13 @@ class ReplicationMonitor:
 
     async def scan_all(self) -> None:
         """Check every group that may need work (a full pass)."""
-        suspects = set(self._down) | self.health.corrupt_datanodes()
-        suspects |= {d for d in self.registry.ids() if not self.registry.alive(d)}
-        placeable = self._placeable()
-        found: dict[GroupKey, Tracked] = {}
-        async for group in self.replicas.suspect_groups(sorted(suspects)):
-            health = self.health.assess(group.rows, group.replication, placeable)
-            if health.under_replicated or health.corrupt or health.priority is not None:
-                found[group.key] = Tracked(group, health)
+        found = await unhealthy_groups(self.replicas, self.health)
         self.tracked = found
         self._tracked_files = Counter(key[0] for key in found)
         self.queues = [{} for _ in range(CLEANUP + 1)]
         for key, item in found.items():
-            if item.health.priority is not None:
-                self.queues[item.health.priority][key] = None
+            if item.priority is not None:
+                self.queues[item.priority][key] = None
 
     async def check_files(self, inos: Iterable[int]) -> None:
         """Check every group of the files `inos` again."""
@@ -218,14 +203,14 @@ class ReplicationMonitor:
                 self._track(group, placeable)
 
     def _track(self, group: BlockGroup, placeable: frozenset[int]) -> None:
-        health = self.health.assess(group.rows, group.replication, placeable)
+        counts = self.health.assess(group.rows, group.replication, placeable).counts
         key = group.key
         self._untrack(key)
-        if health.under_replicated or health.corrupt or health.priority is not None:
-            self.tracked[key] = Tracked(group, health)
+        if counts.tracked:
+            self.tracked[key] = counts
             self._tracked_files[key[0]] += 1
-            if health.priority is not None:
-                self.queues[health.priority][key] = None
+            if counts.priority is not None:
+                self.queues[counts.priority][key] = None
 
     def _untrack(self, key: GroupKey) -> None:
         if self.tracked.pop(key, None) is not None:
@@ -254,23 +239,19 @@ class ReplicationMonitor:
         """File blocks under-replicated, missing and with a corrupt replica."""
         under = missing = corrupt = 0
         for item in self.tracked.values():
-            n = item.group.block_count
-            under += n if item.health.under_replicated else 0
-            missing += n if item.health.missing else 0
-            corrupt += n if item.health.corrupt else 0
+            n, c = item.block_count, item
+            under += n if c.under_replicated else 0
+            missing += n if c.missing else 0
+            corrupt += n if c.corrupt else 0
         return under, missing, corrupt
 
     def queued_for(self, datanode: int | None = None) -> int:
-        """Copies waiting (all, or that could go to `datanode`)."""
+        """Copies waiting: all, or those `datanode` may be given (all of them while it
+        takes new data, none otherwise)."""
         waiting = sum(len(q) for q in self.queues[:CLEANUP])
-        if datanode is None:
+        if datanode is None or datanode in self.registry.placeable():
             return waiting
-        return sum(
-            1
-            for q in self.queues[:CLEANUP]
-            for key in q
-            if all(r.datanode_id != datanode for r in self.tracked[key].group.rows)
-        )
+        return 0
 
     def running_on(self, datanode: int) -> int:
         """Copies a datanode runs as target."""
@@ -399,10 +380,10 @@ class ReplicationMonitor:
             self._untrack(key)
             self._dirty.add(ino)
             return None
-        group = BlockGroup(ino, file_index, rows[0].block_count, item.group.replication, rows)
+        group = BlockGroup(ino, file_index, rows[0].block_count, item.replication, rows)
         health = self.health.assess(rows, group.replication, placeable)
         underway = [j for j in self.jobs.values() if (j.ino, j.source.file_index) == key]
-        if len(underway) >= health.wanted:
+        if len(underway) >= health.counts.wanted:
             return None
         holders = {r.datanode_id for r in rows} | {j.target.datanode_id for j in underway}
         if datanode in holders:
@@ -455,7 +436,7 @@ class ReplicationMonitor:
         rows = [r for r in await self.data.view(txn, ino) if r.file_index == file_index]
         inode = await self.ns.getattr(txn, ino)
         health = self.health.assess(rows, inode.replication, self._placeable())
-        drop = list(health.droppable) if health.needs_cleanup else []
+        drop = list(health.droppable) if health.counts.needs_cleanup else []
         surplus = len(health.live) - inode.replication
         if surplus > 0:
             allocator = self.data.allocator
@@ -565,6 +546,46 @@ class ReplicationMonitor:
                 await self.replicas.set_admin_state(d, DECOMMISSIONED)
                 self.registry.set_admin_state(d, DECOMMISSIONED)
                 log.info("datanode %d is decommissioned", d)
+
+
+async def unhealthy_groups(
+    replicas: ReplicaStore, health: ReplicaHealth
+) -> dict[GroupKey, GroupCounts]:
+    """Every group that is not healthy or has work to do. PostgreSQL returns the groups
+    with a replica on a datanode that is not live and in service or that has corrupt
+    blocks, or whose replica count differs from the file's replication, with their
+    replicas counted by state; groups touching corrupt blocks are looked at row by row."""
+    sets = health.datanode_sets()
+    placeable = frozenset(sets.placeable)
+    found: dict[GroupKey, GroupCounts] = {}
+    near_corrupt: set[int] = set()
+    room = len(placeable)
+    judged: dict[int, GroupCounts | None] = {}  # pattern -> its counts, if tracked
+    async for batch in replicas.group_counts(sets):
+        for ino, file_index, pattern, on_corrupt in batch:
+            if on_corrupt:
+                near_corrupt.add(ino)
+                continue
+            counts = judged.get(pattern, _UNSEEN)
+            if counts is _UNSEEN:
+                bc, rep, live, suspect, lost, draining, placed = unpack_pattern(pattern)
+                counts = GroupCounts(
+                    bc, rep, live, suspect, lost + draining, live + draining, room - placed,
+                    corrupt=False,
+                )  # fmt: skip
+                counts = judged[pattern] = counts if counts.tracked else None
+            if counts is not None:
+                found[(ino, file_index)] = counts
+    inos = sorted(near_corrupt)
+    for at in range(0, len(inos), CHECK_BATCH):
+        for group in await replicas.groups_of(inos[at : at + CHECK_BATCH]):
+            counts = health.assess(group.rows, group.replication, placeable).counts
+            if counts.tracked:
+                found[group.key] = counts
+    return found
+
+
+_UNSEEN = GroupCounts(0, 0, 0, 0, 0, 0, 0, corrupt=False)
 
 
 def _after_file_blocks(rows: Iterable[ExtentRow], datanode: int) -> int | None:
