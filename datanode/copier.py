@@ -225,9 +225,9 @@ class Copier:
                 if disk is not None:
                     await asyncio.shield(disk)
                     self.bytes += disk_bytes
-                disk = in_thread(
-                    self.io, self.volume.write_blocks, task.block_start + written // bs, whole
-                )
+                # Around the page cache: this datanode is not expected to serve the copy
+                # soon, and filling the cache would evict what clients read.
+                disk = in_thread(self.io, self._write, task.block_start + written // bs, whole)
                 disk_bytes = len(whole)
                 written += len(whole)
             if disk is not None:
@@ -245,6 +245,9 @@ class Copier:
         finally:
             call.cancel()
             await settle(disk)
+
+    def _write(self, block_start: int, data: bytes | memoryview) -> None:
+        self.volume.write_blocks(block_start, data, around_cache=True)
 
     def _reader(self, address: str) -> ReadBlocks:
         cached = self._channels.get(address)

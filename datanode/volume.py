@@ -44,6 +44,8 @@ class Volume:
     Writes go through the page cache, or with `direct` straight to the device (O_DIRECT,
     from a page-aligned buffer per thread): no page-cache copy and no dirty-page
     throttling, at the price of the first read of those blocks coming from the device.
+    Writes asked to go around the cache (re-replication copies, which this datanode is
+    not expected to serve soon) do so whatever the policy, where the file system allows.
     """
 
     def __init__(self, directory: Path, info: VolumeInfo, sync: bool, direct: bool) -> None:
@@ -63,6 +65,8 @@ class Volume:
                     "use sync = fdatasync"
                 ) from exc
         self._bounce = threading.local()
+        self._opening = threading.Lock()
+        self._direct_refused = False
 
     @classmethod
     def open(
@@ -202,19 +206,38 @@ class Volume:
             return False
         return crc == stored
 
-    def write_blocks(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
-        """Write whole blocks (a short tail is padded with zeros) and their checksums."""
+    def write_blocks(
+        self,
+        block_start: int,
+        data: bytes | bytearray | memoryview,
+        *,
+        around_cache: bool = False,
+    ) -> None:
+        """Write whole blocks (a short tail is padded with zeros) and their checksums;
+        `around_cache` writes them with O_DIRECT where the file system allows it."""
         bs = self.info.blocksize
         count = (len(data) + bs - 1) // bs
         if len(data) % bs:
             data = bytes(data) + bytes(count * bs - len(data))
         view = memoryview(data)
         crcs = b"".join(_CRC.pack(crc32c.crc32c(view[i * bs : (i + 1) * bs])) for i in range(count))
-        if self._direct is None:
+        if self._direct is None and not (around_cache and self._open_direct()):
             _pwrite_all(self._data, view, block_start * bs)
         else:
             self._write_direct(view, block_start * bs)
         _pwrite_all(self._crc, memoryview(crcs), block_start * 4)
+
+    def _open_direct(self) -> bool:
+        """The O_DIRECT descriptor, opened on first use (False where refused)."""
+        if self._direct is not None:
+            return True
+        with self._opening:
+            if self._direct is None and not self._direct_refused:
+                try:
+                    self._direct = os.open(self.directory / DATA, os.O_WRONLY | os.O_DIRECT)
+                except OSError:
+                    self._direct_refused = True  # e.g. tmpfs: through the page cache
+        return self._direct is not None
 
     def _write_direct(self, view: memoryview, offset: int) -> None:
         # O_DIRECT wants an aligned buffer: whole blocks are copied through this thread's

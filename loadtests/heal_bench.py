@@ -104,6 +104,8 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
             await asyncio.sleep(0.05)
         lost = time.monotonic()
         cpu_before = cpu_seconds(cluster.namenode_pid)
+        survivors = [p for p in cluster.datanode_pids if p != pid]
+        dn_before = sum(cpu_seconds(p) for p in survivors)
         while True:
             stat = await fs.fsstat()
             if stat.under_replicated_blocks == 0 and stat.missing_blocks == 0:
@@ -111,12 +113,14 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
             await asyncio.sleep(0.05)
         healed = time.monotonic()
         cpu = cpu_seconds(cluster.namenode_pid) - cpu_before
+        dn_cpu = sum(cpu_seconds(p) for p in survivors) - dn_before
     return {
         "to_lost_s": lost - died,
         "to_healed_s": healed - lost,
         "moved_mib": moved / MIB,
         "heal_mb_s": moved / MIB / (healed - lost),
         "namenode_cpu_s": cpu,
+        "datanode_cpu_s_per_gib": dn_cpu / (moved / 1024**3),
     }
 
 
@@ -233,6 +237,7 @@ def markdown(f: dict[str, Any], command: str) -> str:
             f"| **re-replication / get over gRPC** | **{f['heal_vs_get_grpc']:.2f}x** |",
             f"| re-replication / get with local reads | {f['heal_vs_get_local']:.2f}x |",
             f"| namenode CPU while healing | {f['namenode_cpu_s']:.2f} s |",
+            f"| datanodes' CPU per GiB copied | {f['datanode_cpu_s_per_gib']:.2f} s |",
             "",
             f"Finding the under-replicated set among {s['extents']:,} replica rows (a third on "
             f"a dead datanode; {s['under_replicated_groups']:,} groups found), per million "
