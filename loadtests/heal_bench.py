@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,8 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
         healed = time.monotonic()
         cpu = cpu_seconds(cluster.namenode_pid) - cpu_before
         dn_cpu = sum(cpu_seconds(p) for p in survivors) - dn_before
+        copied = metric(cluster, "pfs_replication_bytes_total")
+        discarded = metric(cluster, "pfs_replication_discarded_total")
     return {
         "to_lost_s": lost - died,
         "to_healed_s": healed - lost,
@@ -121,7 +124,18 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
         "heal_mb_s": moved / MIB / (healed - lost),
         "namenode_cpu_s": cpu,
         "datanode_cpu_s_per_gib": dn_cpu / (moved / 1024**3),
+        "copied_vs_needed": copied / moved,
+        "copies_discarded": discarded,
     }
+
+
+def metric(cluster: BenchCluster, name: str) -> float:
+    """A value of the namenode's Prometheus metrics."""
+    with urllib.request.urlopen(f"http://{cluster.metrics_address}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise KeyError(name)
 
 
 async def scan_cost(cluster: BenchCluster, extents: int) -> dict[str, float]:
@@ -198,7 +212,7 @@ def run(size: int, files: int, extents: int, workdir: Path) -> dict[str, Any]:
         "PFS_NAMENODE_REPLICA_LOST_AFTER": str(LOST_AFTER),
         "PFS_NAMENODE_REPLICATION_CHECK_INTERVAL": "0.2",
     }
-    with bench_cluster(3, capacity, workdir=workdir, namenode_env=env) as cluster:
+    with bench_cluster(3, capacity, workdir=workdir, namenode_env=env, metrics=True) as cluster:
         paths = asyncio.run(write_files(cluster.namenode_address, files, size))
         get_grpc = get_rate(cluster, paths, size, local=False)
         get_local = get_rate(cluster, paths, size, local=True)
@@ -238,6 +252,8 @@ def markdown(f: dict[str, Any], command: str) -> str:
             f"| re-replication / get with local reads | {f['heal_vs_get_local']:.2f}x |",
             f"| namenode CPU while healing | {f['namenode_cpu_s']:.2f} s |",
             f"| datanodes' CPU per GiB copied | {f['datanode_cpu_s_per_gib']:.2f} s |",
+            f"| bytes copied / bytes that needed a copy | {f['copied_vs_needed']:.2f} "
+            f"({f['copies_discarded']:.0f} copies discarded) |",
             "",
             f"Finding the under-replicated set among {s['extents']:,} replica rows (a third on "
             f"a dead datanode; {s['under_replicated_groups']:,} groups found), per million "

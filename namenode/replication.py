@@ -100,6 +100,9 @@ class ReplicationMonitor:
         self._tracked_files: Counter[int] = Counter()
         self.queues: list[dict[GroupKey, None]] = [{} for _ in range(CLEANUP + 1)]
         self.jobs: dict[int, CopyJob] = {}
+        # Finished copies being recorded: they still count for their group, so that no
+        # second copy of it starts before the first is in its block list.
+        self.recording: dict[int, CopyJob] = {}
         self._verify: dict[int, set[tuple[int, int]]] = {}
         self._dirty: set[int] = set()
         self._down: frozenset[int] = frozenset()  # not live, or not in normal service
@@ -301,6 +304,7 @@ class ReplicationMonitor:
         del self.jobs[result.task_id]
         if result.code == pb.OK:
             self.stats.bytes_copied += result.bytes
+            self.recording[job.task_id] = job
             self._spawn(self._record(job))
             return
         self.stats.copies_failed += 1
@@ -382,7 +386,11 @@ class ReplicationMonitor:
             return None
         group = BlockGroup(ino, file_index, rows[0].block_count, item.replication, rows)
         health = self.health.assess(rows, group.replication, placeable)
-        underway = [j for j in self.jobs.values() if (j.ino, j.source.file_index) == key]
+        underway = [
+            j
+            for j in (*self.jobs.values(), *self.recording.values())
+            if (j.ino, j.source.file_index) == key
+        ]
         if len(underway) >= health.counts.wanted:
             return None
         holders = {r.datanode_id for r in rows} | {j.target.datanode_id for j in underway}
@@ -422,6 +430,7 @@ class ReplicationMonitor:
         except PlasmaError as exc:
             log.info("copy %d not recorded: %s", job.task_id, exc)
         finally:
+            self.recording.pop(job.task_id, None)
             if not done and not handed_over:
                 t = job.target
                 self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
