@@ -630,13 +630,15 @@ class Namespace:
             raise InvalidArgumentError(f"negative size {size}")
         if replication is not None:
             check_replication(replication)
-            if replication > target.attr.replication:
-                self._check_replication_possible(replication)
         await self._lock(t, ("i", target.ino), True)
         current = await self._inode(t, target.ino)
         if current is None:
             raise NotFoundError(f"inode {target.ino} was removed")
         a = current.attr
+        # Only data needs the datanodes now; an empty file's writer asks for them later.
+        raised = replication is not None and replication > a.replication
+        if raised and await self.data.view(t, a.ino):
+            self._check_replication_possible(replication or 0)
         if size is not None:  # blocks past the new end go, whatever the old size said
             await self.data.truncate(t, a.ino, size, a.blocksize)
         new = replace(

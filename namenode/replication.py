@@ -45,6 +45,7 @@ GroupKey = tuple[int, int]  # (ino, file_index)
 LOCK_WAIT = 2.0  # seconds a recording waits for a writer holding the file
 SCHEDULE_LOOKS = 2000  # queued groups looked at per heartbeat, at most
 CHECK_BATCH = 1000  # files checked per query
+FULL_SCAN_FILES = 20 * CHECK_BATCH  # more files to check than this: a full scan is cheaper
 MAX_VERIFY = 1 << 20  # blocks a client may ask to verify at once
 
 
@@ -154,29 +155,38 @@ class ReplicationMonitor:
             self._wake.clear()
 
     async def _tick(self) -> None:
+        self._expire_jobs()
         now = time.monotonic()
         if now - self._last_scan >= self.scan_interval:
-            self._last_scan = now
             await self.scan_all()
-        changed = self._datanode_changes()
-        if changed:
-            self._dirty.update(await self.replicas.files_on(sorted(changed)))
+            self._last_scan = now
+        await self._datanode_changes()
         if self._dirty:
             dirty, self._dirty = self._dirty, set()
-            await self.check_files(dirty)
-        self._expire_jobs()
+            try:
+                await self.check_files(dirty)
+            except BaseException:
+                self._dirty |= dirty  # checked at the next tick instead
+                raise
         await self._clean_up()
         await self._finish_decommissions()
 
-    def _datanode_changes(self) -> set[int]:
+    async def _datanode_changes(self) -> None:
+        """Check again the files with replicas on datanodes that died, were declared
+        lost, returned, or changed service; many files make a full scan instead."""
         registry = self.registry
         down = frozenset(
             d for d in registry.ids() if not registry.alive(d) or registry.admin_state(d) != NORMAL
         )
         lost = frozenset(d for d in down if registry.lost(d))
         changed = (down ^ self._down) | (lost ^ self._lost)
+        if changed:
+            files = await self.replicas.files_on(sorted(changed))
+            if len(files) > FULL_SCAN_FILES:
+                await self.scan_all()
+            else:
+                self._dirty.update(files)
         self._down, self._lost = down, lost
-        return set(changed)
 
     # --- checking groups ----------------------------------------------------------------------
 
