@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.files import FileReader, FileWriter
+    from plasmafs.client.security import ChannelTLS
 
 T = TypeVar("T")
 
@@ -35,10 +36,16 @@ class Client:
     """A plasmafs client bound to one namenode address."""
 
     def __init__(
-        self, address: str, *, connect_timeout: float = 10.0, local_reads: bool | None = None
+        self,
+        address: str,
+        *,
+        connect_timeout: float = 10.0,
+        local_reads: bool | None = None,
+        tls: ChannelTLS | None = None,
     ) -> None:
         self.address = address
         self.connect_timeout = connect_timeout
+        self.tls = tls  # None: plaintext (config.client_tls() gives the configured one)
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
         # Shared-memory reads from datanodes on this host (default: unless PFS_LOCAL_READS=0).
@@ -52,7 +59,7 @@ class Client:
         if self._data is None:
             from plasmafs.client.datapath import DataChannels
 
-            self._data = DataChannels(self._local_reads)
+            self._data = DataChannels(self._local_reads, self.tls)
         return self._data
 
     async def __aenter__(self) -> Client:
@@ -76,7 +83,7 @@ class Client:
             if self._conn is None or self._conn.closed:
                 if self._conn is not None:
                     await self._conn.close()
-                self._conn = await Connection.open(self.address, self.connect_timeout)
+                self._conn = await Connection.open(self.address, self.connect_timeout, self.tls)
             return self._conn
 
     async def close(self) -> None:
@@ -382,7 +389,11 @@ class _TransactionScope:
 
 async def connect(address: str | None = None, *, connect_timeout: float = 10.0) -> Client:
     """Connect to the namenode at `address` (default: PFS_CLIENT_NAMENODE or the local
-    cluster's config under PFS_HOME)."""
-    client = Client(config.namenode_address(address), connect_timeout=connect_timeout)
+    cluster's config under PFS_HOME), over TLS when configured (config.client_tls)."""
+    client = Client(
+        config.namenode_address(address),
+        connect_timeout=connect_timeout,
+        tls=config.client_tls(address),
+    )
     await client.connection()
     return client

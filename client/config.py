@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from plasmafs.client import values
 from plasmafs.client.errors import ConfigError
+
+if TYPE_CHECKING:
+    from plasmafs.client.security import ChannelTLS
 
 CLIENT_CONFIG = "client.json"
 
@@ -43,10 +47,30 @@ def namenode_address(explicit: str | None = None) -> str:
     )
 
 
-def write_client_config(home: Path, address: str) -> Path:
-    """Record the namenode address for clients using `home` as PFS_HOME."""
+def client_tls(explicit_address: str | None = None) -> ChannelTLS | None:
+    """How the client verifies the cluster: the CA in PFS_CLIENT_CA, else (for the
+    namenode of the local cluster's client.json) the CA recorded there; None: plaintext."""
+    from plasmafs.client.security import ChannelTLS
+
+    ca = os.environ.get("PFS_CLIENT_CA")
+    if not ca and not explicit_address and not os.environ.get("PFS_CLIENT_NAMENODE"):
+        path = pfs_home() / CLIENT_CONFIG
+        if path.is_file():
+            try:
+                ca = json.loads(path.read_text()).get("ca")
+            except (ValueError, AttributeError) as exc:
+                raise ConfigError(f"{path} is not a valid client config: {exc}") from exc
+    return ChannelTLS.from_files(Path(ca)) if ca else None
+
+
+def write_client_config(home: Path, address: str, ca: Path | None = None) -> Path:
+    """Record the namenode address (and the CA to verify it with) for clients using
+    `home` as PFS_HOME."""
     path = home / CLIENT_CONFIG
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"namenode": check_address(address)}, indent=2) + "\n")
+    record: dict[str, str] = {"namenode": check_address(address)}
+    if ca is not None:
+        record["ca"] = str(ca)
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(path)
     return path

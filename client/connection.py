@@ -23,6 +23,7 @@ from plasmafs.client.errors import ConnectionLostError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import error_from_rpc
+from plasmafs.client.security import ChannelTLS, open_channel
 
 CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
 
@@ -45,9 +46,10 @@ class Connection:
         self._reader = asyncio.create_task(self._read_loop(), name="pfs-conn-reader")
 
     @classmethod
-    async def open(cls, address: str, timeout: float) -> Connection:
-        """Connect to the namenode at host:port, waiting up to `timeout` seconds."""
-        channel = grpc.aio.insecure_channel(address, options=channels.NAMENODE_CHANNEL)
+    async def open(cls, address: str, timeout: float, tls: ChannelTLS | None = None) -> Connection:
+        """Connect to the namenode at host:port, waiting up to `timeout` seconds (over TLS
+        verified with `tls` when given)."""
+        channel = open_channel(address, channels.NAMENODE_CHANNEL, tls)
         try:
             await asyncio.wait_for(channel.channel_ready(), timeout)
         except (TimeoutError, asyncio.CancelledError):

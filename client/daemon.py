@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import uvloop
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, TomlConfigSettingsSource
 
 from plasmafs.client.errors import PlasmaError
+from plasmafs.client.security import ChannelTLS, ServerTLS
 
 S = TypeVar("S", bound=BaseSettings)
 EXIT_FAILED = 1
@@ -27,9 +28,37 @@ EXIT_CONFIG = 2
 
 class DaemonSettings(BaseSettings):
     """Settings read from explicit values, then the environment, then the TOML file the
-    variable `config_variable` names (PFS_<ROLE>_CONFIG)."""
+    variable `config_variable` names (PFS_<ROLE>_CONFIG), and the TLS files every
+    daemon may be given."""
 
     config_variable: ClassVar[str] = ""
+
+    tls_cert: Path | None = Field(
+        default=None, description="PEM certificate of this daemon (with tls_key: serve TLS)"
+    )
+    tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
+    tls_ca: Path | None = Field(
+        default=None, description="PEM CA certificate the daemons it calls are verified with"
+    )
+
+    @model_validator(mode="after")
+    def _certificate_with_key(self) -> DaemonSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        return self
+
+    def server_tls(self) -> ServerTLS | None:
+        """This daemon's server credentials, or None to serve plaintext."""
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        return ServerTLS.from_files(self.tls_cert, self.tls_key, self.tls_ca)
+
+    def channel_tls(self) -> ChannelTLS | None:
+        """How this daemon calls others: TLS verified with tls_ca (presenting its own
+        certificate), or None for plaintext."""
+        if self.tls_ca is None:
+            return None
+        return ChannelTLS.from_files(self.tls_ca, self.tls_cert, self.tls_key)
 
     @classmethod
     def settings_customise_sources(

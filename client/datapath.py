@@ -14,6 +14,7 @@ from plasmafs.client.errors import PlasmaError, UnavailableError
 from plasmafs.client.localread import LocalReads
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
+from plasmafs.client.security import ChannelTLS, open_channel
 
 SERVICE = "plasmafs.datanode.v1.Datanode"
 
@@ -38,7 +39,8 @@ class DataChannels:
     """gRPC channels to datanodes, opened on first use and kept, and the local-read
     connections to datanodes on this host."""
 
-    def __init__(self, local_reads: bool | None = None) -> None:
+    def __init__(self, local_reads: bool | None = None, tls: ChannelTLS | None = None) -> None:
+        self.tls = tls
         self._stubs: dict[str, DatanodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
         self.local = LocalReads(local_reads)
@@ -47,7 +49,7 @@ class DataChannels:
         """The stub for a datanode address."""
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=channels.DATA_CHANNEL)
+            channel = open_channel(address, channels.DATA_CHANNEL, self.tls)
             self._channels.append(channel)
             stub = self._stubs[address] = DatanodeStub(channel)
         return stub

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from plasmafs.client.client import Client
-from plasmafs.client.config import namenode_address
+from plasmafs.client.config import client_tls, namenode_address
 from plasmafs.client.transaction import Transaction
 
 T = TypeVar("T")
@@ -107,7 +107,9 @@ class SyncClient(_Facade):
 
     def __init__(self, address: str | None = None, *, connect_timeout: float = 10.0) -> None:
         runner = _LoopThread()
-        client = Client(namenode_address(address), connect_timeout=connect_timeout)
+        client = Client(
+            namenode_address(address), connect_timeout=connect_timeout, tls=client_tls(address)
+        )
         super().__init__(runner, client)
         try:
             runner.call(client.connection)

@@ -34,6 +34,7 @@ from plasmafs.client.errors import (
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
+from plasmafs.client.security import ChannelTLS, open_channel
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.service import SERVICE
@@ -58,7 +59,9 @@ class Copier:
         bandwidth: RateLimit,
         streams: int,
         on_end: Callable[[pb.CopyResult], None],
+        tls: ChannelTLS | None = None,
     ) -> None:
+        self.tls = tls  # how to reach source datanodes
         self.volume = volume
         self.inflight = inflight
         self.io = io
@@ -252,7 +255,7 @@ class Copier:
     def _reader(self, address: str) -> ReadBlocks:
         cached = self._channels.get(address)
         if cached is None:
-            channel = grpc.aio.insecure_channel(address, options=channels.DATA_CHANNEL)
+            channel = open_channel(address, channels.DATA_CHANNEL, self.tls)
             read = channel.unary_stream(
                 f"/{SERVICE}/ReadBlocks",
                 request_serializer=dpb.ReadRequest.SerializeToString,

@@ -28,6 +28,7 @@ from plasmafs.client.errors import ConfigError, NotFoundError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import error_from_rpc
+from plasmafs.client.security import ChannelTLS, open_channel
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.registration import Registration
 from plasmafs.datanode.scrubber import Scrubber
@@ -57,6 +58,7 @@ class NamenodeLink:
         registration: Registration,
         address: str,
         local_socket: Path | None,
+        tls: ChannelTLS | None = None,
     ) -> None:
         self.settings = settings
         self.volume = volume
@@ -64,7 +66,7 @@ class NamenodeLink:
         self.address = address
         self.local_socket = local_socket
         self.period = 1.0  # seconds between heartbeats, as the namenode says at registration
-        self._channel = grpc.aio.insecure_channel(settings.namenode, options=LINK_CHANNEL)
+        self._channel = open_channel(settings.namenode, LINK_CHANNEL, tls)
         self._stub = pb_grpc.DatanodeRegistryStub(self._channel)
 
     async def close(self) -> None:

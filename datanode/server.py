@@ -13,6 +13,7 @@ import grpc
 
 from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError
+from plasmafs.client.security import add_port
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats, NamenodeLink, Outbox
 from plasmafs.datanode.inflight import InflightWrites
@@ -72,14 +73,15 @@ async def _serve(
     servicer = DatanodeServicer(volume, registration, io, inflight)
     server = grpc.aio.server(options=channels.DATANODE_SERVER)
     add_to_server(servicer, server)
-    port = server.add_insecure_port(settings.listen)
+    tls = settings.channel_tls()
+    port = add_port(server, settings.listen, settings.server_tls())
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
     host = settings.listen.rpartition(":")[0]
     address = settings.advertise or f"{host}:{port}"
     if local is not None:
         local.start()
-    link = NamenodeLink(settings, volume, registration, address, local.path if local else None)
+    link = NamenodeLink(settings, volume, registration, address, local.path if local else None, tls)
     outbox = Outbox()
     copier = Copier(
         volume,
@@ -88,6 +90,7 @@ async def _serve(
         RateLimit(settings.replication_bandwidth),
         settings.replication_streams,
         outbox.copy_ended,
+        tls,
     )
     scrubber = Scrubber(
         volume,

@@ -14,6 +14,7 @@ import grpc
 from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError, NotActiveError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.client.security import add_port
 from plasmafs.namenode.admin_servicer import AdminServicer
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
@@ -85,7 +86,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     data = namespace.data
     fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
     pb_grpc.add_AdminServicer_to_server(AdminServicer(namespace, monitor, fsck), server)
-    port = server.add_insecure_port(settings.listen)
+    port = add_port(server, settings.listen, settings.server_tls())
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
     await server.start()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from plasmafs.client.config import write_client_config
 from plasmafs.client.errors import ConfigError, InvalidArgumentError, StorageError
+from plasmafs.client.local.pki import create_authority, issue_certificate, load_authority
 from plasmafs.client.local.postgres import (
     create_database,
     free_port,
@@ -34,6 +35,8 @@ STATE_FILE = "cluster.json"
 SHAPE_FILE = "shape.json"  # datanode count, volume size and blocksize the cluster was made with
 DATABASE = "plasmafs"
 DEFAULT_NAMENODE_PORT = 7530
+TLS_DIR = "tls"  # the cluster CA and the daemons' certificates, under PFS_HOME
+LOOPBACK = ["127.0.0.1", "localhost"]  # the local cluster's daemons listen there
 
 
 @dataclass
@@ -290,6 +293,7 @@ def up(
         extra_env={
             "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
             "PFS_NAMENODE_METRICS_LISTEN": metrics,
+            **daemon_tls_env(home, "namenode", "namenode"),
         },
     )
     state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize, metrics)
@@ -298,7 +302,13 @@ def up(
             directory = home / f"datanode-{k + 1}"
             existed = directory.exists()
             try:
-                dn_pid, dn_address = start_datanode_process(directory, address, capacity, blocksize)
+                dn_pid, dn_address = start_datanode_process(
+                    directory,
+                    address,
+                    capacity,
+                    blocksize,
+                    extra_env=daemon_tls_env(home, "datanode", f"datanode-{k + 1}"),
+                )
             except StorageError as exc:
                 if not existed:
                     raise
@@ -314,8 +324,34 @@ def up(
     # `pfs local up` fail the same way.
     _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
     _save_state(home, state)
-    write_client_config(home, address)
+    write_client_config(home, address, cluster_ca(home))
     return state, True
+
+
+def cluster_ca(home: Path) -> Path:
+    """The local cluster's CA certificate (PFS_HOME/tls/ca.pem), made on first use with
+    its key: every daemon of the cluster serves TLS with a certificate it signed."""
+    directory = home / TLS_DIR
+    if not (directory / "ca.pem").exists():
+        create_authority(directory)
+    return directory / "ca.pem"
+
+
+def daemon_tls_env(home: Path, role: str, name: str) -> dict[str, str]:
+    """The PFS_<ROLE>_TLS_* settings of the daemon `name`, whose certificate (for this
+    host's loopback names, usable as server and client) is issued on first use."""
+    cluster_ca(home)
+    directory = home / TLS_DIR
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    if not (cert.exists() and key.exists()):
+        ca = load_authority(directory)
+        issue_certificate(ca, directory, name, name, hosts=LOOPBACK, client=True)
+    prefix = f"PFS_{role.upper()}_TLS_"
+    return {
+        prefix + "CERT": str(cert),
+        prefix + "KEY": str(key),
+        prefix + "CA": str(directory / "ca.pem"),
+    }
 
 
 def _save_state(home: Path, state: ClusterState) -> None:
@@ -354,7 +390,11 @@ def start_datanode(home: Path, number: int) -> dict[str, object]:
     if process_alive(int(str(datanode["pid"])), "plasmafs.datanode"):
         raise InvalidArgumentError(f"datanode {number} is already running (pid {datanode['pid']})")
     pid, address = start_datanode_process(
-        Path(str(datanode["dir"])), state.namenode_address, state.datanode_capacity, state.blocksize
+        Path(str(datanode["dir"])),
+        state.namenode_address,
+        state.datanode_capacity,
+        state.blocksize,
+        extra_env=daemon_tls_env(home, "datanode", f"datanode-{number}"),
     )
     datanode.update(pid=pid, address=address)
     _save_state(home, state)
