@@ -9,22 +9,13 @@ loop for a snapshot of them and waits for it rather than reading them itself.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
-
+from plasmafs.client.daemon_metrics import LoopMetrics, Values
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats
 from plasmafs.datanode.scrubber import Scrubber
 from plasmafs.datanode.service import DatanodeServicer
-
-SNAPSHOT_TIMEOUT = 10.0  # seconds a scrape waits for the event loop
-Values = dict[str, tuple[str, float]]  # name -> (help, value); names ending _total count
 
 
 def values(
@@ -66,54 +57,9 @@ def values(
     }
 
 
-class DatanodeMetrics:
+class DatanodeMetrics(LoopMetrics):
     """A registry exporting `read()` (run on the event loop) and the process' figures."""
 
     def __init__(self, read: Callable[[], Values]) -> None:
-        self.registry = CollectorRegistry()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: Any = None
-        ProcessCollector(registry=self.registry)
-        self.registry.register(_Values(lambda: self._on_loop(read)))
-
-    def serve(self, listen: str) -> int:
-        """Serve /metrics on host:port (port 0 picks one); returns the port. Called on the
-        event loop whose state the metrics read."""
-        self._loop = asyncio.get_running_loop()
-        host, _, port = listen.rpartition(":")
-        self._server, _ = start_http_server(int(port), host, registry=self.registry)
-        return int(self._server.server_port)
-
-    def stop(self) -> None:
-        """Stop serving."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def _on_loop(self, read: Callable[[], Values]) -> Values:
-        loop = self._loop
-        if loop is None or not loop.is_running():
-            return read()
-        result: concurrent.futures.Future[Values] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                result.set_result(read())
-            except BaseException as exc:
-                result.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        return result.result(timeout=SNAPSHOT_TIMEOUT)
-
-
-class _Values(Collector):
-    def __init__(self, read: Callable[[], Values]) -> None:
-        self._read = read
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        for name, (text, value) in self._read().items():
-            if name.endswith("_total"):
-                yield CounterMetricFamily(name.removesuffix("_total"), text, value=value)
-            else:
-                yield GaugeMetricFamily(name, text, value=value)
+        super().__init__()
+        self.add_values(read)

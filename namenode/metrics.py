@@ -9,49 +9,32 @@ Request counts and latencies are kept in plain per-operation lists on the event 
 Prometheus families only when scraped; prometheus_client's own Histogram takes a lock
 per observation, which cost lookups per second at 64 in flight. prometheus_client
 serves scrapes on its own threads, so a scrape never reads namenode state itself: it
-asks the loop for a snapshot and waits for it.
+asks the loop for a snapshot and waits for it (client/daemon_metrics.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import concurrent.futures
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    ProcessCollector,
-    start_http_server,
-)
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from plasmafs.client.daemon_metrics import LoopMetrics, Values
 
 LATENCY_BUCKETS = (
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
     0.5, 1.0, 2.5,
 )  # fmt: skip
 GROUP_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-SNAPSHOT_TIMEOUT = 10.0  # seconds a scrape waits for the event loop
-T = TypeVar("T")
 
 
-class NamenodeMetrics:
+class NamenodeMetrics(LoopMetrics):
     """Counters updated on the request and commit paths, and gauges read on scrape."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        # process_cpu_seconds_total and memory: load tests divide CPU by requests served.
-        ProcessCollector(registry=self.registry)
+        super().__init__()
         # op -> [count per latency bucket (+Inf last)..., sum of seconds]
         self._ops: dict[str, list[float]] = {}
         self.registry.register(_Requests(lambda: self.on_loop(self._copy_ops)))
@@ -79,44 +62,13 @@ class NamenodeMetrics:
     def _copy_ops(self) -> dict[str, list[float]]:
         return {op: list(stats) for op, stats in self._ops.items()}
 
-    def on_loop(self, read: Callable[[], T]) -> T:
-        """`read()` run on the namenode's event loop (from a scrape thread: wait for it)."""
-        loop = self._loop
-        if loop is None or not loop.is_running() or _running_loop() is loop:
-            return read()
-        result: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                result.set_result(read())
-            except BaseException as exc:
-                result.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        return result.result(timeout=SNAPSHOT_TIMEOUT)
-
     def error(self, op: str, code: int) -> None:
         """Count one request of `op` answered with error `code`."""
         self._errors.labels(op, str(code)).inc()
 
-    def add_gauges(self, read: Callable[[], dict[str, tuple[str, float]]]) -> None:
+    def add_gauges(self, read: Callable[[], Values]) -> None:
         """Export the values `read()` returns on each scrape: name -> (help, value)."""
-        self.registry.register(_Gauges(lambda: self.on_loop(read)))
-
-    def serve(self, listen: str) -> int:
-        """Serve /metrics on host:port (port 0 picks one); returns the port. Called on the
-        event loop whose state the metrics read."""
-        self._loop = asyncio.get_running_loop()
-        host, _, port = listen.rpartition(":")
-        server, _ = start_http_server(int(port), host, registry=self.registry)
-        return int(server.server_port)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+        self.add_values(read)
 
 
 class _Requests(Collector):
@@ -144,15 +96,3 @@ class _Requests(Collector):
             latency.add_metric([op], buckets, stats[-1])
         yield requests
         yield latency
-
-
-class _Gauges(Collector):
-    def __init__(self, read: Callable[[], dict[str, tuple[str, float]]]) -> None:
-        self._read = read
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        for name, (text, value) in self._read().items():
-            if name.endswith("_total"):
-                yield CounterMetricFamily(name.removesuffix("_total"), text, value=value)
-            else:
-                yield GaugeMetricFamily(name, text, value=value)
