@@ -7,12 +7,16 @@ knows gRPC's status codes, so the errors themselves import no transport.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import TypeVar
+
 import grpc
 
 from plasmafs.client import errors
 from plasmafs.client.errors import ConnectionLostError, PlasmaError, StorageError
 
 ERRNO_METADATA_KEY = "pfs-errno"
+T = TypeVar("T")
 
 _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {
     errors.NotFoundError: grpc.StatusCode.NOT_FOUND,
@@ -50,6 +54,16 @@ async def abort_with(context: grpc.aio.ServicerContext, error: PlasmaError) -> N
     """End a server call with `error`'s status code, keeping its wire code in metadata."""
     context.set_trailing_metadata(((ERRNO_METADATA_KEY, str(int(error.code))),))
     await context.abort(grpc_status_for(error), str(error))
+
+
+async def answered(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:
+    """The reply `work` makes, or the call ended with the status of the plasmafs error it
+    raised (a unary handler's whole body)."""
+    try:
+        return await work
+    except PlasmaError as exc:
+        await abort_with(context, exc)
+        raise AssertionError("unreachable") from None
 
 
 def error_from_rpc(exc: grpc.RpcError) -> PlasmaError:

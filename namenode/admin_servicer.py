@@ -12,7 +12,7 @@ from plasmafs.client.attributes import FileKind
 from plasmafs.client.errors import BusyError, NotFoundError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import abort_with
+from plasmafs.client.rpc_status import abort_with, answered
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
 from plasmafs.namenode.namespace import Namespace
@@ -66,11 +66,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         self, request: pb.ListDatanodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDatanodesReply:
         """Every registered datanode."""
-        try:
-            return await self._list()
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+        return await answered(context, self._list())
 
     async def _list(self) -> pb.ListDatanodesReply:
         blocks = await self.monitor.replicas.replica_blocks()
@@ -82,34 +78,34 @@ class AdminServicer(pb_grpc.AdminServicer):
         self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.DatanodeInfo:
         """Drain a datanode."""
-        try:
+
+        async def drain() -> pb.DatanodeInfo:
             await self.monitor.decommission(request.datanode_id)
             return await self._info(request.datanode_id)
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+
+        return await answered(context, drain())
 
     async def Recommission(
         self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.DatanodeInfo:
         """Put a drained or draining datanode back in service."""
-        try:
+
+        async def restore() -> pb.DatanodeInfo:
             await self.monitor.recommission(request.datanode_id)
             return await self._info(request.datanode_id)
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+
+        return await answered(context, restore())
 
     async def RemoveDatanode(
         self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDatanodesReply:
         """Forget a dead or decommissioned datanode."""
-        try:
+
+        async def forget() -> pb.ListDatanodesReply:
             await self.monitor.remove(request.datanode_id)
             return await self._list()
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+
+        return await answered(context, forget())
 
     async def Fsck(
         self, request: pb.FsckRequest, context: grpc.aio.ServicerContext

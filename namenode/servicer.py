@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client.errors import NotFoundError, PlasmaError
+from plasmafs.client.errors import NotFoundError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import abort_with
+from plasmafs.client.rpc_status import answered
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
@@ -83,18 +83,17 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
     ) -> pb.RegisterReply:
         """Admit a datanode and hand it its id and the ticket secret."""
-        try:
-            row = await self.registry.register(
-                request.identity,
-                request.host,
-                request.address,
-                request.blocksize,
-                request.capacity_blocks,
-                request.local_socket,
-            )
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+        return await answered(context, self._register(request))
+
+    async def _register(self, request: pb.RegisterRequest) -> pb.RegisterReply:
+        row = await self.registry.register(
+            request.identity,
+            request.host,
+            request.address,
+            request.blocksize,
+            request.capacity_blocks,
+            request.local_socket,
+        )
         await self.monitor.datanode_returned(row.datanode_id)
         return pb.RegisterReply(
             datanode_id=row.datanode_id,
@@ -106,29 +105,20 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
         """Note that a datanode lives, take its reports, give it work."""
-        try:
-            return await self.monitor.heartbeat(request.datanode_id, request)
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+        return await answered(context, self.monitor.heartbeat(request.datanode_id, request))
 
     async def UsedBlocks(
         self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext
     ) -> pb.UsedBlocksReply:
         """A page of the datanode's committed block ranges (for its scrub)."""
-        try:
-            row = self.registry.row(request.datanode_id)
-            if row is None or row.identity != request.identity:
-                raise NotFoundError(
-                    f"datanode {request.datanode_id} is not registered; register again"
-                )
-            limit = max(1, min(request.limit or USED_BLOCKS_PAGE, USED_BLOCKS_PAGE))
-            ranges = await self.monitor.replicas.used_ranges(
-                request.datanode_id, request.after, limit
-            )
-        except PlasmaError as exc:
-            await abort_with(context, exc)
-            raise AssertionError("unreachable") from None
+        return await answered(context, self._used_blocks(request))
+
+    async def _used_blocks(self, request: pb.UsedBlocksRequest) -> pb.UsedBlocksReply:
+        row = self.registry.row(request.datanode_id)
+        if row is None or row.identity != request.identity:
+            raise NotFoundError(f"datanode {request.datanode_id} is not registered; register again")
+        limit = max(1, min(request.limit or USED_BLOCKS_PAGE, USED_BLOCKS_PAGE))
+        ranges = await self.monitor.replicas.used_ranges(request.datanode_id, request.after, limit)
         reply = pb.UsedBlocksReply(more=len(ranges) == limit)
         for start, count in ranges:
             reply.ranges.add(block_start=start, block_count=count)
