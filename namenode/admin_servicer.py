@@ -162,7 +162,7 @@ class AdminServicer(pb_grpc.AdminServicer):
                 missing=g.health.counts.missing,
                 corrupt=g.health.counts.corrupt,
             )
-            for row, state in g.states:
+            for row, state in g.health.states:
                 block.replicas.add(
                     datanode_id=row.datanode_id,
                     address=self.registry.address(row.datanode_id),

@@ -151,11 +151,6 @@ class Allocator:
         """Blocks reserved on a datanode and neither committed nor given back."""
         return self._reserved.get(datanode, 0)
 
-    def free_runs(self, datanode: int) -> list[tuple[int, int]]:
-        """The free runs of a datanode as (start, count), in block order."""
-        runs = self._free[datanode]
-        return [(start, runs.length[start]) for start in runs.starts]
-
     def held_blocks(self, datanodes: list[int] | None = None) -> int:
         """Released blocks held back until read tickets for them expire (of the given,
         default all, datanodes)."""

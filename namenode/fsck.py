@@ -14,11 +14,10 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from plasmafs.client.attributes import FileKind, ReplicaState
+from plasmafs.client.attributes import FileKind
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.health import GroupHealth, ReplicaHealth
-from plasmafs.namenode.records import ExtentRow
 from plasmafs.namenode.replica_store import BlockGroup, FsckEntry, ReplicaStore
 
 FILE_BATCH = 1000
@@ -31,7 +30,6 @@ class CheckedGroup:
 
     group: BlockGroup
     health: GroupHealth
-    states: tuple[tuple[ExtentRow, ReplicaState], ...]
 
 
 @dataclass(slots=True)
@@ -132,8 +130,7 @@ class Fsck:
             file = CheckedFile(entry, [])
             for group in groups:
                 health = self.health.assess(group.rows, group.replication, placeable)
-                states = tuple((r, self.health.state(r)) for r in group.rows)
-                file.groups.append(CheckedGroup(group, health, states))
+                file.groups.append(CheckedGroup(group, health))
                 n = group.block_count
                 totals.blocks += n
                 totals.replica_blocks += n * len(health.live)

@@ -93,6 +93,7 @@ class GroupHealth:
     sources: tuple[ExtentRow, ...]  # rows a copy may be read from (live or draining)
     droppable: tuple[ExtentRow, ...]  # lost, corrupt or draining rows
     counts: GroupCounts
+    states: tuple[tuple[ExtentRow, ReplicaState], ...]  # every row with its state
 
 
 class ReplicaHealth:
@@ -123,10 +124,6 @@ class ReplicaHealth:
         """A removed datanode: nothing of it is corrupt any more."""
         self._corrupt.pop(datanode, None)
 
-    def corrupt_datanodes(self) -> set[int]:
-        """Datanodes with a known corrupt range."""
-        return set(self._corrupt)
-
     def is_corrupt(self, row: ExtentRow) -> bool:
         """True if a block of the replica is known corrupt."""
         ranges = self._corrupt.get(row.datanode_id)
@@ -154,6 +151,7 @@ class ReplicaHealth:
         sources: list[ExtentRow] = []
         droppable: list[ExtentRow] = []
         holders: set[int] = set()
+        states: list[tuple[ExtentRow, ReplicaState]] = []
         suspect = 0
         corrupt = False
         block_count = 0
@@ -161,6 +159,7 @@ class ReplicaHealth:
             block_count = row.block_count
             holders.add(row.datanode_id)
             state = self.state(row)
+            states.append((row, state))
             if state is ReplicaState.LIVE:
                 live.append(row)
                 sources.append(row)
@@ -182,7 +181,7 @@ class ReplicaHealth:
             len(placeable - holders),
             corrupt,
         )
-        return GroupHealth(tuple(live), tuple(sources), tuple(droppable), counts)
+        return GroupHealth(tuple(live), tuple(sources), tuple(droppable), counts, tuple(states))
 
     def datanode_sets(self) -> DatanodeSets:
         """The datanodes by what their replicas count as, now (for scans in SQL)."""

@@ -65,7 +65,6 @@ class CopyJob:
 class ReplicationStats:
     """Counters the namenode exports."""
 
-    copies_given: int = 0
     copies_done: int = 0
     copies_failed: int = 0
     copies_discarded: int = 0
@@ -251,8 +250,8 @@ class ReplicationMonitor:
     def counts(self) -> tuple[int, int, int]:
         """File blocks under-replicated, missing and with a corrupt replica."""
         under = missing = corrupt = 0
-        for item in self.tracked.values():
-            n, c = item.block_count, item
+        for c in self.tracked.values():
+            n = c.block_count
             under += n if c.under_replicated else 0
             missing += n if c.missing else 0
             corrupt += n if c.corrupt else 0
@@ -323,8 +322,7 @@ class ReplicationMonitor:
             job.task_id, job.ino, job.source.file_index, job.source.block_count,
             datanode, result.message,
         )  # fmt: skip
-        t = job.target
-        self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
+        self._give_back(job)
         if result.code == pb.ECORRUPT:  # the source failed a checksum: have it checked
             s = job.source
             self._verify.setdefault(s.datanode_id, set()).add((s.block_start, s.block_count))
@@ -344,9 +342,13 @@ class ReplicationMonitor:
                 continue
             del self.jobs[task_id]
             self.stats.copies_failed += 1
-            t = job.target
-            self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
+            self._give_back(job)
             self._dirty.add(job.ino)
+
+    def _give_back(self, job: CopyJob) -> None:
+        """The blocks reserved for a copy that will not be recorded are free again."""
+        t = job.target
+        self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
 
     async def _give_work(self, datanode: int, reply: pb.HeartbeatReply) -> None:
         slots = self.streams - self.running_on(datanode)
@@ -379,7 +381,6 @@ class ReplicationMonitor:
                     block_count=job.target.block_count,
                 )
                 task.source_ticket.MergeFromString(source.ticket)
-                self.stats.copies_given += 1
 
     async def _plan(
         self, key: GroupKey, datanode: int, placeable: frozenset[int], reading: dict[int, int]
@@ -389,13 +390,14 @@ class ReplicationMonitor:
         if item is None:
             return None
         ino, file_index = key
-        rows = tuple(r for r in await self.data.committed(ino) if r.file_index == file_index)
+        committed = await self.data.committed(ino)
+        rows = tuple(r for r in committed if r.file_index == file_index)
         if not rows or any(r.block_count != rows[0].block_count for r in rows):
             self._untrack(key)
             self._dirty.add(ino)
             return None
-        group = BlockGroup(ino, file_index, rows[0].block_count, item.replication, rows)
-        health = self.health.assess(rows, group.replication, placeable)
+        block_count = rows[0].block_count
+        health = self.health.assess(rows, item.replication, placeable)
         underway = [
             j
             for j in (*self.jobs.values(), *self.recording.values())
@@ -410,12 +412,12 @@ class ReplicationMonitor:
         if not sources:
             return None
         source = min(sources, key=lambda r: reading.get(r.datanode_id, 0))
-        hint = _after_file_blocks(await self.data.committed(ino), datanode)
-        start = self.data.allocator.allocate_on(datanode, group.block_count, hint)
+        hint = _after_file_blocks(committed, datanode)
+        start = self.data.allocator.allocate_on(datanode, block_count, hint)
         if start is None:
             return None
         self._next_task += 1
-        target = ExtentRow(file_index, group.block_count, datanode, start)
+        target = ExtentRow(file_index, block_count, datanode, start)
         return CopyJob(self._task_base + self._next_task, ino, source, target)
 
     # --- recording ----------------------------------------------------------------------------
@@ -442,8 +444,7 @@ class ReplicationMonitor:
         finally:
             self.recording.pop(job.task_id, None)
             if not done and not handed_over:
-                t = job.target
-                self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
+                self._give_back(job)
             self._dirty.add(job.ino)
             self._wake.set()
         if done:
