@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client
+from plasmafs.client import Client, Replica
 from plasmafs.client.admin import FsckSummary
 from plasmafs.client.errors import ConnectionLostError, UnavailableError
 from tests.cluster import DatanodeProcess, NamenodeProcess
@@ -121,6 +121,15 @@ async def fully_replicated(fs: Client, paths: list[str], avoid: int | None = Non
             if avoid is not None and any(r.datanode_id == avoid for r in extent.replicas):
                 return False
     return True
+
+
+async def replaced(fs: Client, path: str, replica: Replica) -> bool:
+    """The replica (a datanode's blocks) is no longer in the file's block list, and the
+    file is fully replicated again."""
+    blocks = await fs.blocks(path)
+    rows = {(r.datanode_id, r.block_start) for e in blocks.extents for r in e.replicas}
+    gone = (replica.datanode_id, replica.block_start) not in rows
+    return gone and await fully_replicated(fs, [path])
 
 
 async def fsck_summary(fs: Client, path: str = "/") -> FsckSummary:

@@ -20,6 +20,7 @@ from tests.heal_cluster import (
     fully_replicated,
     heal_client,
     heal_cluster,
+    replaced,
     wait_until,
     write_files,
 )
@@ -71,22 +72,13 @@ async def test_a_corrupt_replica_found_by_a_read_is_replaced(
 ) -> None:
     data = os.urandom(6 * BS)
     await client.write_file("/x", data, replication=2)
-    extent = (await client.blocks("/x")).extents[0]
-    bad = extent.replicas[0]
-    holder = next(d for d in heal.datanodes if d.datanode_id == bad.datanode_id)
-    flip_byte(holder, bad.block_start + 2)
+    bad = (await client.blocks("/x")).extents[0].replicas[0]
+    flip_byte(heal.datanode(bad.datanode_id), bad.block_start + 2)
     # Every read returns the right bytes; reads that hit the bad replica report it.
     for _ in range(4):
         assert await client.read_file("/x") == data
 
-    async def replaced() -> bool:
-        blocks = await client.blocks("/x")
-        rows = {(r.datanode_id, r.block_start) for e in blocks.extents for r in e.replicas}
-        return (bad.datanode_id, bad.block_start) not in rows and await fully_replicated(
-            client, ["/x"]
-        )
-
-    await wait_until(replaced, 60, "the corrupt replica replaced")
+    await wait_until(lambda: replaced(client, "/x", bad), 60, "the corrupt replica replaced")
     assert await client.read_file("/x") == data
     await assert_healthy(client)
 
@@ -97,17 +89,8 @@ async def test_the_scrub_finds_a_flipped_byte_and_it_is_repaired(
     data = os.urandom(3 * BS)
     await client.write_file("/s", data, replication=2)
     bad = (await client.blocks("/s")).extents[0].replicas[1]
-    holder = next(d for d in heal.datanodes if d.datanode_id == bad.datanode_id)
-    flip_byte(holder, bad.block_start + 1)
-
-    async def replaced() -> bool:
-        blocks = await client.blocks("/s")
-        rows = {(r.datanode_id, r.block_start) for e in blocks.extents for r in e.replicas}
-        return (bad.datanode_id, bad.block_start) not in rows and await fully_replicated(
-            client, ["/s"]
-        )
-
-    await wait_until(replaced, 60, "the scrub's find repaired")
+    flip_byte(heal.datanode(bad.datanode_id), bad.block_start + 1)
+    await wait_until(lambda: replaced(client, "/s", bad), 60, "the scrub's find repaired")
     assert await client.read_file("/s") == data
     await assert_healthy(client)
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import grpc
+import pytest
 
 from plasmafs.client.local.postgres import postgres_running, stop_postgres
 from plasmafs.client.proto import datanode_pb2 as dpb
@@ -47,19 +48,19 @@ def test_the_local_cluster_speaks_tls_only(tmp_path: Path) -> None:
         assert back.read_bytes() == local.read_bytes()
 
         state = json.loads((home / "cluster.json").read_text())
-        with grpc.insecure_channel(state["namenode_address"]) as channel:
-            try:
-                pb_grpc.NamenodeStub(channel).Ping(pb.PingRequest(), timeout=5)
-                raise AssertionError("the namenode answered plaintext")
-            except grpc.RpcError as exc:
-                assert exc.code() is grpc.StatusCode.UNAVAILABLE
+        with (
+            grpc.insecure_channel(state["namenode_address"]) as channel,
+            pytest.raises(grpc.RpcError) as refused,
+        ):
+            pb_grpc.NamenodeStub(channel).Ping(pb.PingRequest(), timeout=5)
+        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
         for datanode in state["datanodes"]:
-            with grpc.insecure_channel(datanode["address"]) as channel:
-                try:
-                    dpb_grpc.DatanodeStub(channel).Info(dpb.InfoRequest(), timeout=5)
-                    raise AssertionError("a datanode answered plaintext")
-                except grpc.RpcError as exc:
-                    assert exc.code() is grpc.StatusCode.UNAVAILABLE
+            with (
+                grpc.insecure_channel(datanode["address"]) as channel,
+                pytest.raises(grpc.RpcError) as refused,
+            ):
+                dpb_grpc.DatanodeStub(channel).Info(dpb.InfoRequest(), timeout=5)
+            assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
         trusted = grpc.ssl_channel_credentials(ca.read_bytes())
         with grpc.secure_channel(state["namenode_address"], trusted) as channel:
             assert pb_grpc.NamenodeStub(channel).Ping(pb.PingRequest(), timeout=10).version
