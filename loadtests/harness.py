@@ -12,12 +12,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.peak import peak_kib
 from plasmafs.client.local.cluster import (
@@ -203,6 +205,20 @@ async def serve_floor(
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
     await server.stop(0)
+
+
+def scrape(metrics: str) -> dict[str, float]:
+    """The namenode's metrics as {'name{label="v",...}': value}."""
+    if not metrics:
+        return {}
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            values[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return values
 
 
 def update_benchmarks_md(path: Path, section: str, body: str) -> None:

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from loadtests.harness import (
     bench_cluster,
     cpu_seconds,
     postgres_cpu_seconds,
+    scrape,
     update_benchmarks_md,
 )
 from plasmafs.client import Client, ReplicaState
@@ -115,8 +115,9 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
         healed = time.monotonic()
         cpu = cpu_seconds(cluster.namenode_pid) - cpu_before
         dn_cpu = sum(cpu_seconds(p) for p in survivors) - dn_before
-        copied = metric(cluster, "pfs_replication_bytes_total")
-        discarded = metric(cluster, "pfs_replication_discarded_total")
+        metrics = scrape(cluster.metrics_address)
+        copied = metrics["pfs_replication_bytes_total"]
+        discarded = metrics["pfs_replication_discarded_total"]
     return {
         "to_lost_s": lost - died,
         "to_healed_s": healed - lost,
@@ -127,15 +128,6 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
         "copied_vs_needed": copied / moved,
         "copies_discarded": discarded,
     }
-
-
-def metric(cluster: BenchCluster, name: str) -> float:
-    """A value of the namenode's Prometheus metrics."""
-    with urllib.request.urlopen(f"http://{cluster.metrics_address}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise KeyError(name)
 
 
 async def scan_cost(cluster: BenchCluster, extents: int) -> dict[str, float]:

@@ -28,16 +28,13 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from loadtests import locust_report
-from loadtests.harness import bench_cluster, cpu_seconds, postgres_cpu_seconds
+from loadtests.harness import bench_cluster, cpu_seconds, postgres_cpu_seconds, scrape
 from loadtests.locust_window import WINDOW_FILE_ENV, marks
 from plasmafs.client.config import pfs_home
 from plasmafs.client.local.cluster import load_state
@@ -71,20 +68,6 @@ class Sample:
 
 class PointError(RuntimeError):
     """A locust run did not complete."""
-
-
-def scrape(metrics: str) -> dict[str, float]:
-    """The namenode's metrics as {'name{label="v",...}': value}."""
-    if not metrics:
-        return {}
-    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-            values[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
-    return values
 
 
 def take_sample(target: Target, locust_pids: list[int]) -> Sample:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from loadtests.harness import scrape as scrape_metrics
 from plasmafs.client import tickets
 from plasmafs.client.errors import NotFoundError
 from plasmafs.client.local.postgres import free_port
@@ -222,13 +222,8 @@ def copy_task(
 
 
 def scrape(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
+    """The metrics served on this host's `port`, as the benchmarks read them."""
+    return scrape_metrics(f"127.0.0.1:{port}")
 
 
 async def test_a_forgotten_datanode_registers_again_and_a_copy_end_beats_at_once(

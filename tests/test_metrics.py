@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from loadtests.harness import scrape as scrape_metrics
 from plasmafs.client import Client, ExistsError
 from plasmafs.client.local.postgres import free_port
 from tests.cluster import NamenodeProcess
 
 
 def _scrape(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
+    """The metrics served on this host's `port`, as the benchmarks read them."""
+    return scrape_metrics(f"127.0.0.1:{port}")
 
 
 async def test_metrics_count_requests_commits_and_cache(dsn: str, tmp_path: Path) -> None:
