@@ -134,9 +134,7 @@ class FileData:
             raise IsDirectoryError("blocks belong to files")
         # Noted before the block list is read: a commit that releases these blocks while
         # this request waits must already hold them back.
-        until = self._note_read_grant(inode.ino)
-        if until > self._horizon:
-            await self._raise_horizon(until)
+        await self._grant_reads(inode.ino)
         end = file_index + count if count else None
         grouped: dict[tuple[int, int], list[ExtentRow]] = {}
         for row in await self.view(txn, inode.ino):
@@ -156,10 +154,15 @@ class FileData:
     async def source_ticket(self, ino: int, row: ExtentRow) -> Replica:
         """A read ticket for one replica of file `ino`, for a datanode copying it: a read
         grant like a client's, so the blocks stay unused while the copy may read them."""
+        await self._grant_reads(ino)
+        return self._grant(row, write=False)
+
+    async def _grant_reads(self, ino: int) -> None:
+        """Note that read tickets for file `ino` go out now (raising the horizon kept in
+        PostgreSQL first when they would outlive it)."""
         until = self._note_read_grant(ino)
         if until > self._horizon:
             await self._raise_horizon(until)
-        return self._grant(row, write=False)
 
     def _note_read_grant(self, ino: int) -> float:
         until = time.time() + self.ticket_ttl
