@@ -34,13 +34,11 @@ def namenode_address(explicit: str | None = None) -> str:
     from_env = os.environ.get("PFS_CLIENT_NAMENODE")
     if from_env:
         return check_address(from_env)
-    path = pfs_home() / CLIENT_CONFIG
-    if path.is_file():
-        try:
-            address = json.loads(path.read_text())["namenode"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path} is not a valid client config: {exc}") from exc
-        return check_address(str(address))
+    recorded = _recorded()
+    if recorded is not None:
+        if "namenode" not in recorded:
+            raise ConfigError(f"{pfs_home() / CLIENT_CONFIG} names no namenode")
+        return check_address(str(recorded["namenode"]))
     raise ConfigError(
         "no namenode configured: run `pfs local up`, set PFS_CLIENT_NAMENODE=host:port, "
         "or pass --namenode"
@@ -54,13 +52,22 @@ def client_tls(explicit_address: str | None = None) -> ChannelTLS | None:
 
     ca = os.environ.get("PFS_CLIENT_CA")
     if not ca and not explicit_address and not os.environ.get("PFS_CLIENT_NAMENODE"):
-        path = pfs_home() / CLIENT_CONFIG
-        if path.is_file():
-            try:
-                ca = json.loads(path.read_text()).get("ca")
-            except (ValueError, AttributeError) as exc:
-                raise ConfigError(f"{path} is not a valid client config: {exc}") from exc
+        ca = (_recorded() or {}).get("ca")
     return ChannelTLS.from_files(Path(ca)) if ca else None
+
+
+def _recorded() -> dict[str, str] | None:
+    """What `pfs local up` recorded in PFS_HOME/client.json, or None without one."""
+    path = pfs_home() / CLIENT_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        recorded = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not a valid client config: {exc}") from exc
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"{path} is not a valid client config: not an object")
+    return recorded
 
 
 def write_client_config(home: Path, address: str, ca: Path | None = None) -> Path:
