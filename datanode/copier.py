@@ -38,7 +38,7 @@ from plasmafs.client.security import ChannelTLS, open_channel
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.service import SERVICE
-from plasmafs.datanode.volume import Volume
+from plasmafs.datanode.volume import Volume, whole_blocks
 
 log = logging.getLogger(__name__)
 
@@ -216,13 +216,7 @@ class Copier:
                 if received > total:
                     raise StorageError(f"{_source(task)} sent more than {total} bytes")
                 await self.bandwidth.take(len(chunk))
-                if not pending and len(chunk) % bs == 0:
-                    whole: bytes | memoryview = chunk  # whole blocks: no copy
-                else:
-                    pending += chunk
-                    cut = len(pending) - len(pending) % bs
-                    whole = bytes(pending[:cut])
-                    del pending[:cut]
+                whole = whole_blocks(pending, chunk, bs)
                 if not whole:
                     continue
                 if disk is not None:
@@ -249,7 +243,7 @@ class Copier:
             call.cancel()
             await settle(disk)
 
-    def _write(self, block_start: int, data: bytes | memoryview) -> None:
+    def _write(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
         self.volume.write_blocks(block_start, data, around_cache=True)
 
     def _reader(self, address: str) -> ReadBlocks:

@@ -23,7 +23,7 @@ from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import abort_with
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.registration import Registration, authorize
-from plasmafs.datanode.volume import Volume
+from plasmafs.datanode.volume import Volume, whole_blocks
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +129,7 @@ class DatanodeServicer:
         try:
             async for chunk in request_iterator:
                 data = chunk.data if isinstance(chunk, dpb.WriteChunk) else chunk
-                if not pending and len(data) % bs == 0:
-                    whole: bytes | memoryview | bytearray = data  # no copy for whole blocks
-                else:
-                    pending += data
-                    cut = len(pending) - len(pending) % bs
-                    whole = bytes(pending[:cut])
-                    del pending[:cut]
+                whole = whole_blocks(pending, data, bs)
                 if not whole:
                     continue
                 if written + len(whole) > limit:

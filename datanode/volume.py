@@ -259,6 +259,21 @@ class Volume:
             os.fdatasync(self._crc)
 
 
+def whole_blocks(
+    pending: bytearray, data: bytes | bytearray | memoryview, blocksize: int
+) -> bytes | bytearray | memoryview:
+    """The whole blocks that `pending` followed by `data` make, leaving the partial tail
+    in `pending` (for writing a stream of chunks block by block). `data` itself comes
+    back, with no copy, when nothing is pending and it is whole blocks."""
+    if not pending and len(data) % blocksize == 0:
+        return data
+    pending += data
+    cut = len(pending) - len(pending) % blocksize
+    whole = bytes(pending[:cut])
+    del pending[:cut]
+    return whole
+
+
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
     while data:
         written = os.pwrite(fd, data, offset)
