@@ -11,8 +11,14 @@ datanode reads blocks straight into a new ReadChunk) and not at all when read.
 from __future__ import annotations
 
 import ctypes
+from typing import TYPE_CHECKING
 
 from plasmafs.client.proto import datanode_pb2 as dpb
+
+if TYPE_CHECKING:
+    import grpc
+
+SERVICE = "plasmafs.datanode.v1.Datanode"
 
 _READ_DATA_TAG = 0x0A  # field 1, length-delimited
 _WRITE_DATA_TAG = 0x22  # field 4, length-delimited
@@ -116,3 +122,20 @@ def serialize_read_chunk(message: bytes | dpb.ReadChunk) -> bytes:
     if not isinstance(message, bytes):  # unframed data would corrupt the stream
         raise TypeError(f"ReadBlocks yields framed bytes, not {type(message).__name__}")
     return message
+
+
+class DatanodeStub:
+    """The datanode's data calls, with data messages framed by hand: what clients and
+    copying datanodes call (this module loads no gRPC itself)."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.ReadBlocks = channel.unary_stream(
+            f"/{SERVICE}/ReadBlocks",
+            request_serializer=dpb.ReadRequest.SerializeToString,
+            response_deserializer=parse_read_chunk,
+        )
+        self.WriteBlocks = channel.stream_unary(
+            f"/{SERVICE}/WriteBlocks",
+            request_serializer=serialize_write_chunk,
+            response_deserializer=dpb.WriteReply.FromString,
+        )

@@ -10,29 +10,12 @@ import grpc
 
 from plasmafs.client import channels, dataframes
 from plasmafs.client.attributes import Replica
+from plasmafs.client.dataframes import DatanodeStub
 from plasmafs.client.errors import PlasmaError, UnavailableError
 from plasmafs.client.localread import LocalReads
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
 from plasmafs.client.security import ChannelTLS, open_channel
-
-SERVICE = "plasmafs.datanode.v1.Datanode"
-
-
-class DatanodeStub:
-    """The datanode calls, with data messages framed by hand (dataframes.py)."""
-
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.ReadBlocks = channel.unary_stream(
-            f"/{SERVICE}/ReadBlocks",
-            request_serializer=dpb.ReadRequest.SerializeToString,
-            response_deserializer=dataframes.parse_read_chunk,
-        )
-        self.WriteBlocks = channel.stream_unary(
-            f"/{SERVICE}/WriteBlocks",
-            request_serializer=dataframes.serialize_write_chunk,
-            response_deserializer=dpb.WriteReply.FromString,
-        )
 
 
 class DataChannels:

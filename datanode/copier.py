@@ -24,7 +24,8 @@ from typing import Any
 
 import grpc
 
-from plasmafs.client import channels, dataframes
+from plasmafs.client import channels
+from plasmafs.client.dataframes import DatanodeStub
 from plasmafs.client.errors import (
     InvalidArgumentError,
     PlasmaError,
@@ -37,7 +38,6 @@ from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
 from plasmafs.client.security import ChannelTLS, open_channel
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.ratelimit import RateLimit
-from plasmafs.datanode.service import SERVICE
 from plasmafs.datanode.volume import Volume, whole_blocks
 
 log = logging.getLogger(__name__)
@@ -250,12 +250,7 @@ class Copier:
         cached = self._channels.get(address)
         if cached is None:
             channel = open_channel(address, channels.DATA_CHANNEL, self.tls)
-            read = channel.unary_stream(
-                f"/{SERVICE}/ReadBlocks",
-                request_serializer=dpb.ReadRequest.SerializeToString,
-                response_deserializer=dataframes.parse_read_chunk,
-            )
-            cached = self._channels[address] = (channel, read)
+            cached = self._channels[address] = (channel, DatanodeStub(channel).ReadBlocks)
         return cached[1]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from plasmafs.client import dataframes
+from plasmafs.client.dataframes import SERVICE
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import abort_with
@@ -161,9 +162,6 @@ class DatanodeServicer:
             blocksize=info.blocksize,
             capacity_blocks=info.capacity_blocks,
         )
-
-
-SERVICE = "plasmafs.datanode.v1.Datanode"
 
 
 def add_to_server(servicer: DatanodeServicer, server: grpc.aio.Server) -> None:
