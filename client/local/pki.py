@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from plasmafs.client.errors import ConfigError
+from plasmafs.client.secretfile import write_private
 
 CA_YEARS = 10
 CERT_DAYS = 825  # the longest lifetime common TLS clients accept for leaf certificates
@@ -63,20 +64,6 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write `data` to a new file only its owner can read (then move it in place)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # an existing tmp file keeps its mode otherwise
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 def _write_public(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -114,7 +101,7 @@ def create_authority(directory: Path, name: str = "plasmafs cluster CA") -> Auth
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
         .sign(key, hashes.SHA256())
     )
-    _write_private(files.key, _pem_key(key))
+    write_private(files.key, _pem_key(key))
     _write_public(files.cert, certificate.public_bytes(serialization.Encoding.PEM))
     return Authority(certificate, key, files)
 
@@ -180,6 +167,6 @@ def issue_certificate(
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     certificate = builder.sign(ca.key, hashes.SHA256())
     files = CertificateFiles(directory / f"{stem}.pem", directory / f"{stem}.key")
-    _write_private(files.key, _pem_key(key))
+    write_private(files.key, _pem_key(key))
     _write_public(files.cert, certificate.public_bytes(serialization.Encoding.PEM))
     return files
