@@ -1,0 +1,195 @@
+"""Who a caller is: the namenode's in-memory registry of users, groups and credentials.
+
+Loaded from the account store at start (and by a standby when it takes over). The
+namenode is the only writer of accounts, so each admin operation applies its committed
+rows here afterwards, and checking a token needs no database: a dict lookup by
+credential id and a constant-time comparison of the secret's SHA-256.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from plasmafs.client.credentials import parse_token, secret_digest
+from plasmafs.client.errors import NotFoundError, PlasmaError
+from plasmafs.namenode.account_store import AccountRows, CredentialRow, GroupRow, UserRow
+
+
+class AuthenticationError(PlasmaError):
+    """Not authenticated."""
+
+    # Stands in for plasmafs.client.errors.AuthenticationError (EAUTH) until that lands.
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller. `groups` holds the primary gid too; `expires` is when
+    the credential stops being valid (time.time()), None: never."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: frozenset[int]
+    superuser: bool
+    credential_id: int
+    expires: float | None
+
+
+# The namenode's own work (replication, fsck) and every caller of an insecure cluster.
+SUPERUSER = Principal("root", 0, 0, frozenset({0}), True, 0, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Names of ids, for listings: uid -> user name, gid -> group name."""
+
+    users: Mapping[int, str]
+    groups: Mapping[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    digest: bytes
+    principal: Principal
+    revoked: bool
+
+
+class Principals:
+    """The registry: verify tokens, name ids, and take in committed account changes."""
+
+    def __init__(self, rows: AccountRows | None = None) -> None:
+        self._groups: dict[int, GroupRow] = {}
+        self._users: dict[int, UserRow] = {}
+        self._member_of: dict[int, set[int]] = {}  # uid -> supplementary gids
+        self._credentials: dict[int, CredentialRow] = {}
+        self._entries: dict[int, _Entry] = {}
+        if rows is not None:
+            self.replace(rows)
+
+    def replace(self, rows: AccountRows) -> None:
+        """Forget everything and hold `rows` (a fresh load)."""
+        self._groups = {g.gid: g for g in rows.groups}
+        self._users = {u.uid: u for u in rows.users}
+        self._member_of = {}
+        for gid, uid in rows.members:
+            self._member_of.setdefault(uid, set()).add(gid)
+        self._credentials = {c.credential_id: c for c in rows.credentials}
+        self._index()
+
+    # --- authentication -------------------------------------------------------------------
+
+    def verify(self, token: str, now: float | None = None) -> Principal:
+        """The principal `token` authenticates, or AuthenticationError with a one-line
+        reason. Revocation and expiry are told only to a caller holding the secret."""
+        parsed = parse_token(token)
+        if parsed is None:
+            raise AuthenticationError("malformed token")
+        entry = self._entries.get(parsed.credential_id)
+        # Unknown ids and wrong secrets get the same answer.
+        if entry is None or not hmac.compare_digest(entry.digest, secret_digest(parsed.secret)):
+            raise AuthenticationError("unknown credential")
+        if entry.revoked:
+            raise AuthenticationError("credential revoked")
+        expires = entry.principal.expires
+        if expires is not None and (time.time() if now is None else now) >= expires:
+            raise AuthenticationError("credential expired")
+        return entry.principal
+
+    # --- names ----------------------------------------------------------------------------
+
+    def names(self) -> Names:
+        """The names of every uid and gid known now."""
+        return Names(
+            {u.uid: u.name for u in self._users.values()},
+            {g.gid: g.name for g in self._groups.values()},
+        )
+
+    def uid_of(self, name: str) -> int:
+        """The uid of the user `name`."""
+        for user in self._users.values():
+            if user.name == name:
+                return user.uid
+        raise NotFoundError(f"no user named {name}")
+
+    def gid_of(self, name: str) -> int:
+        """The gid of the group `name`."""
+        for group in self._groups.values():
+            if group.name == name:
+                return group.gid
+        raise NotFoundError(f"no group named {name}")
+
+    def rows(self) -> AccountRows:
+        """Everything held now, as the store's records (for listings)."""
+        return AccountRows(
+            tuple(sorted(self._groups.values(), key=lambda g: g.gid)),
+            tuple(sorted(self._users.values(), key=lambda u: u.uid)),
+            tuple(sorted((g, u) for u, gids in self._member_of.items() for g in gids)),
+            tuple(sorted(self._credentials.values(), key=lambda c: c.credential_id)),
+        )
+
+    # --- committed changes ----------------------------------------------------------------
+
+    def add_group(self, group: GroupRow) -> None:
+        """A group was added."""
+        self._groups[group.gid] = group
+
+    def remove_group(self, gid: int) -> None:
+        """A group was removed, and with it its memberships."""
+        self._groups.pop(gid, None)
+        for gids in self._member_of.values():
+            gids.discard(gid)
+        self._index()
+
+    def add_members(self, gid: int, uids: Iterable[int]) -> None:
+        """Users joined a group."""
+        for uid in uids:
+            self._member_of.setdefault(uid, set()).add(gid)
+        self._index()
+
+    def add_user(self, user: UserRow, group: GroupRow | None, groups: Iterable[int]) -> None:
+        """A user was added, with the group made for it (if any) and its supplementary
+        groups (the fields of account_store.NewUser)."""
+        if group is not None:
+            self._groups[group.gid] = group
+        self._users[user.uid] = user
+        self._member_of[user.uid] = set(groups)
+        self._index()
+
+    def remove_user(self, uid: int) -> None:
+        """A user was removed, and with it its memberships and credentials."""
+        self._users.pop(uid, None)
+        self._member_of.pop(uid, None)
+        self._credentials = {k: c for k, c in self._credentials.items() if c.uid != uid}
+        self._index()
+
+    def put_credentials(self, rows: Iterable[CredentialRow]) -> None:
+        """Credentials were issued or revoked: hold them as stored now."""
+        for row in rows:
+            self._credentials[row.credential_id] = row
+        self._index()
+
+    def _index(self) -> None:
+        # Principals are built once per change, not per verify: changes are rare.
+        groups = {
+            uid: frozenset({user.gid, *self._member_of.get(uid, ())})
+            for uid, user in self._users.items()
+        }
+        entries: dict[int, _Entry] = {}
+        for c in self._credentials.values():
+            user = self._users.get(c.uid)
+            if user is None:
+                continue
+            principal = Principal(
+                user.name,
+                user.uid,
+                user.gid,
+                groups[user.uid],
+                user.superuser,
+                c.credential_id,
+                c.expires,
+            )
+            entries[c.credential_id] = _Entry(c.secret_sha256, principal, c.revoked is not None)
+        self._entries = entries
