@@ -9,7 +9,9 @@ async with await connect("127.0.0.1:7530") as fs:
     print(await fs.stat("/data/hello"))
 
 Names are loaded on first use: importing the package (for its errors, say) loads no
-gRPC until a client is made.
+gRPC until a client is made. `PermissionError` (EACCES) is importable by name but left
+out of `__all__`, so `import *` does not shadow the builtin; `AccessDeniedError` is the
+same class.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     )
     from plasmafs.client.client import Client, connect
     from plasmafs.client.errors import (
+        AccessDeniedError,
+        AuthenticationError,
         BusyError,
         ConfigError,
         ConflictError,
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
         NotDirectoryError,
         NotEmptyError,
         NotFoundError,
+        OperationNotPermittedError,
         PermissionDeniedError,
         PlasmaError,
         ShutdownError,
@@ -60,12 +65,15 @@ if TYPE_CHECKING:
         TransactionError,
         UnavailableError,
     )
+    from plasmafs.client.errors import PermissionError as PermissionError
     from plasmafs.client.files import FileReader, FileWriter
     from plasmafs.client.sync import SyncClient, connect_sync
     from plasmafs.client.transaction import Transaction
 
 _WHERE = {
+    "AccessDeniedError": "plasmafs.client.errors",
     "Attr": "plasmafs.client.attributes",
+    "AuthenticationError": "plasmafs.client.errors",
     "BlockList": "plasmafs.client.attributes",
     "BusyError": "plasmafs.client.errors",
     "Client": "plasmafs.client.client",
@@ -94,7 +102,9 @@ _WHERE = {
     "NotDirectoryError": "plasmafs.client.errors",
     "NotEmptyError": "plasmafs.client.errors",
     "NotFoundError": "plasmafs.client.errors",
+    "OperationNotPermittedError": "plasmafs.client.errors",
     "PermissionDeniedError": "plasmafs.client.errors",
+    "PermissionError": "plasmafs.client.errors",
     "PlasmaError": "plasmafs.client.errors",
     "Replica": "plasmafs.client.attributes",
     "ReplicaState": "plasmafs.client.attributes",
@@ -120,7 +130,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AccessDeniedError",
     "Attr",
+    "AuthenticationError",
     "BlockList",
     "BusyError",
     "Client",
@@ -149,6 +161,7 @@ __all__ = [
     "NotDirectoryError",
     "NotEmptyError",
     "NotFoundError",
+    "OperationNotPermittedError",
     "PermissionDeniedError",
     "PlasmaError",
     "Replica",

@@ -2,7 +2,8 @@
 
 One `Client` holds one multiplexed connection; any number of transactions and
 requests may be in flight on it at once. If the connection is lost, the transactions
-open on it fail with ConnectionLostError and the next transaction reconnects.
+open on it fail with ConnectionLostError and the next transaction reconnects. If the
+namenode refuses the credential, every call raises AuthenticationError until close().
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from plasmafs.client import config
 from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
+    AuthenticationError,
     ConflictError,
     InvalidArgumentError,
     NotFoundError,
@@ -48,6 +50,7 @@ class Client:
         self.tls = tls  # None: plaintext (config.client_tls() gives the configured one)
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
+        self._refused: AuthenticationError | None = None
         # Shared-memory reads from datanodes on this host (default: unless PFS_LOCAL_READS=0).
         self._local_reads = local_reads
         self._data: DataChannels | None = None
@@ -75,19 +78,32 @@ class Client:
         await self.close()
 
     async def connection(self) -> Connection:
-        """The live connection, reconnecting if the previous one was lost."""
+        """The live connection, reconnecting if the previous one was lost (but not if
+        the namenode refused the credential: AuthenticationError)."""
         conn = self._conn
         if conn is not None and not conn.closed:
             return conn
         async with self._connecting:
-            if self._conn is None or self._conn.closed:
-                if self._conn is not None:
-                    await self._conn.close()
-                self._conn = await Connection.open(self.address, self.connect_timeout, self.tls)
+            if self._conn is not None and self._conn.closed:
+                old, self._conn = self._conn, None
+                await old.close()
+                if isinstance(old.ended_by, AuthenticationError):
+                    self._refused = old.ended_by
+            if self._refused is not None:
+                # The same credential would be refused again: reconnecting cannot help.
+                raise AuthenticationError(str(self._refused))
+            if self._conn is None:
+                try:
+                    self._conn = await Connection.open(self.address, self.connect_timeout, self.tls)
+                except AuthenticationError as exc:
+                    self._refused = exc
+                    raise
             return self._conn
 
     async def close(self) -> None:
-        """Close the connection; open transactions are aborted by the namenode."""
+        """Close the connection; open transactions are aborted by the namenode. The
+        next call connects again, even after a refused credential."""
+        self._refused = None
         if self._conn is not None:
             await self._conn.close()
             self._conn = None

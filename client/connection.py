@@ -4,7 +4,8 @@ Callers add requests to the frame being built (`new_request`) and await their
 futures; a writer task sends the frame as soon as it can, so every request made while
 the previous frame was being written travels in one message. Responses are matched
 to requests by id. If the stream breaks, every waiting request fails with
-ConnectionLostError (the namenode aborts the connection's open transactions).
+ConnectionLostError (the namenode aborts the connection's open transactions), or
+with AuthenticationError if the namenode refused or revoked the credential.
 
 Closing does not cut the stream: the writer half-closes it, the namenode drops what
 is still running for it and ends the stream, and only then the channel goes. Every
@@ -19,7 +20,7 @@ import asyncio
 import grpc
 
 from plasmafs.client import channels
-from plasmafs.client.errors import ConnectionLostError, PlasmaError
+from plasmafs.client.errors import AuthenticationError, ConnectionLostError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import error_from_rpc
@@ -69,6 +70,11 @@ class Connection:
         """True once the stream has ended."""
         return self._closed is not None
 
+    @property
+    def ended_by(self) -> PlasmaError | None:
+        """Why the stream ended (None while it is open)."""
+        return self._closed
+
     def next_txn_id(self) -> int:
         """A transaction id unused on this connection."""
         txn = self._next_txn
@@ -78,7 +84,7 @@ class Connection:
     def new_request(self) -> tuple[pb.Request, asyncio.Future[pb.Response]]:
         """Add a request to the next frame; fill it in before awaiting anything."""
         if self._closed is not None:
-            raise ConnectionLostError(str(self._closed))
+            raise _failure(self._closed)
         request = self._frame.requests.add()
         request.id = rid = self._next_request
         self._next_request += 1
@@ -150,9 +156,9 @@ class Connection:
             reason = ConnectionLostError(f"stream to {self.address} failed: {exc}")
         self._fail_all(reason)
 
-    def _lost(self, exc: grpc.RpcError) -> ConnectionLostError:
+    def _lost(self, exc: grpc.RpcError) -> PlasmaError:
         reason = error_from_rpc(exc)
-        if isinstance(reason, ConnectionLostError):
+        if isinstance(reason, (ConnectionLostError, AuthenticationError)):
             return reason
         return ConnectionLostError(f"stream to {self.address} failed: {reason}")
 
@@ -163,8 +169,16 @@ class Connection:
         waiting, self._waiting = self._waiting, {}
         for future in waiting.values():
             if not future.done():
-                future.set_exception(ConnectionLostError(str(reason)))
+                future.set_exception(_failure(reason))
                 # Retrieved here: a request nobody awaits any more (a transaction's
                 # begin, a caller that gave up) must not log "exception never retrieved";
                 # whoever still awaits its future gets the error all the same.
                 future.exception()
+
+
+def _failure(reason: PlasmaError) -> PlasmaError:
+    """What a request on a connection that ended with `reason` fails with."""
+    if isinstance(reason, AuthenticationError):
+        # Not a lost connection: callers that reconnect on those would be refused again.
+        return AuthenticationError(str(reason))
+    return ConnectionLostError(str(reason))

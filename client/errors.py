@@ -6,10 +6,15 @@ namenode and datanodes raise these exceptions, their servicers turn them into wi
 errors, and the client turns wire errors back into the same exceptions. The gRPC
 status codes live with the transport (`plasmafs.client.rpc_status`), so importing
 the errors loads no gRPC.
+
+The refusals by permission (PermissionError, OperationNotPermittedError and the
+ticket refusal PermissionDeniedError) are also builtins.PermissionError, with its
+errno set.
 """
 
 from __future__ import annotations
 
+import builtins
 import errno as _errno
 
 from plasmafs.client.proto import namenode_pb2 as pb
@@ -131,11 +136,55 @@ class NoSpaceError(PlasmaError):
     posix_errno = _errno.ENOSPC
 
 
-class PermissionDeniedError(PlasmaError):
+class _Refusal(PlasmaError, builtins.PermissionError):
+    """A refusal by permission, also a builtins.PermissionError with its errno set."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        # Code written for local files reads the errno of a builtins.PermissionError.
+        self.errno, self.strerror = self.posix_errno, str(self)
+
+
+class PermissionError(_Refusal):
+    """Permission denied."""
+
+    # The mode bits refused the caller (EACCES). Also a builtins.PermissionError, so
+    # code written for local files catches it; the alias AccessDeniedError spares
+    # callers from shadowing the builtin's name.
+    code = pb.EACCES
+    posix_errno = _errno.EACCES
+
+
+AccessDeniedError = PermissionError
+
+
+class OperationNotPermittedError(_Refusal):
     """Operation not permitted."""
 
+    # Only the owner or the superuser may do this (EPERM): chmod, chown, a sticky
+    # directory's entries.
     code = pb.EPERM
     posix_errno = _errno.EPERM
+
+
+class PermissionDeniedError(OperationNotPermittedError):
+    """Ticket refused."""
+
+    # A datanode refused a ticket (missing, forged, expired or for another range). Its
+    # own wire code keeps it apart from EPERM: readers renew their tickets on exactly
+    # this error, never on a refusal by the namespace.
+    code = pb.ETICKET
+
+
+class AuthenticationError(PlasmaError):
+    """Not authenticated."""
+
+    # The namenode refused the credential (missing, unknown, expired or revoked).
+    # POSIX has no errno for this; EACCES is the nearest, as NFS clients report a
+    # refused credential. It is no builtins.PermissionError: code that skips files it
+    # may not read must not skip every file once the token is revoked.
+    code = pb.EAUTH
+    posix_errno = _errno.EACCES
 
 
 class CorruptionError(PlasmaError):

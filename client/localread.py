@@ -25,7 +25,7 @@ import socket
 from collections.abc import AsyncGenerator
 
 from plasmafs.client.attributes import Replica
-from plasmafs.client.errors import UnavailableError, error_from_wire
+from plasmafs.client.errors import PlasmaError, UnavailableError, error_from_wire
 from plasmafs.client.localframes import body_length, frame, recv_exact, slot_size
 from plasmafs.client.proto import datanode_pb2 as dpb
 
@@ -205,6 +205,8 @@ class LocalReads:
                 if launched < len(requests):
                     launch(conn)  # the caller is done with `view`: this segment is free
             healthy = True
+        except PlasmaError:
+            raise  # the datanode's answer (a refused ticket is also an OSError)
         except (OSError, ConnectionError) as exc:
             raise UnavailableError(f"local read from {replica.local_socket} failed: {exc}") from exc
         finally:

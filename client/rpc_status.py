@@ -13,7 +13,12 @@ from typing import TypeVar
 import grpc
 
 from plasmafs.client import errors
-from plasmafs.client.errors import ConnectionLostError, PlasmaError, StorageError
+from plasmafs.client.errors import (
+    AuthenticationError,
+    ConnectionLostError,
+    PlasmaError,
+    StorageError,
+)
 
 ERRNO_METADATA_KEY = "pfs-errno"
 T = TypeVar("T")
@@ -33,7 +38,10 @@ _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {
     errors.StorageError: grpc.StatusCode.INTERNAL,
     errors.ShutdownError: grpc.StatusCode.UNAVAILABLE,
     errors.NoSpaceError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.PermissionError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.OperationNotPermittedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.AuthenticationError: grpc.StatusCode.UNAUTHENTICATED,
     errors.CorruptionError: grpc.StatusCode.DATA_LOSS,
     errors.UnavailableError: grpc.StatusCode.UNAVAILABLE,
     errors.ConfigError: grpc.StatusCode.FAILED_PRECONDITION,
@@ -74,6 +82,9 @@ def error_from_rpc(exc: grpc.RpcError) -> PlasmaError:
     for key, value in metadata or ():
         if key == ERRNO_METADATA_KEY:
             return errors.error_from_wire(int(value), details or "")
+    if status == grpc.StatusCode.UNAUTHENTICATED:
+        # The gate refuses before any plasmafs code runs, so no errno travels with it.
+        return AuthenticationError(details or "")
     if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
         return ConnectionLostError(f"namenode unavailable: {details}")
     if status == grpc.StatusCode.DEADLINE_EXCEEDED:

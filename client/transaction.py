@@ -20,6 +20,7 @@ from plasmafs.client import paths
 from plasmafs.client.attributes import Attr, BlockList, DirEntry, FileKind, FsStat
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
+    AuthenticationError,
     ConnectionLostError,
     ExistsError,
     InvalidArgumentError,
@@ -256,7 +257,7 @@ class Transaction(Reads):
         request, future = self._new()
         request.abort.SetInParent()
         self._finished = True
-        with contextlib.suppress(ConnectionLostError, TransactionError):
+        with contextlib.suppress(AuthenticationError, ConnectionLostError, TransactionError):
             await self._result(future)
 
     # --- changes -----------------------------------------------------------------------------

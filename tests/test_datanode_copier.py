@@ -159,7 +159,7 @@ async def test_a_range_outside_the_volume_or_a_bad_ticket_fails_the_copy(
     results = {r.task_id: r for r in await target.result(3)}
     assert results[1].code == pb.EINVAL and "outside" in results[1].message
     assert results[2].code == pb.EINVAL
-    assert results[3].code == pb.EPERM
+    assert results[3].code == pb.ETICKET
     assert target.inflight.active == 0
 
 

@@ -31,6 +31,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EUNAVAIL: _ClassVar[ErrorCode]
     ECONFIG: _ClassVar[ErrorCode]
     ECONNLOST: _ClassVar[ErrorCode]
+    EACCES: _ClassVar[ErrorCode]
+    ETICKET: _ClassVar[ErrorCode]
+    EAUTH: _ClassVar[ErrorCode]
 
 class ReplicaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -73,6 +76,9 @@ ECORRUPT: ErrorCode
 EUNAVAIL: ErrorCode
 ECONFIG: ErrorCode
 ECONNLOST: ErrorCode
+EACCES: ErrorCode
+ETICKET: ErrorCode
+EAUTH: ErrorCode
 REPLICA_LIVE: ReplicaState
 REPLICA_SUSPECT: ReplicaState
 REPLICA_LOST: ReplicaState
