@@ -38,6 +38,10 @@ def test_the_namespace_rules_load_no_client_machinery() -> None:
     assert _loaded_after("import plasmafs.namenode.namespace", client_parts) == []
 
 
+def test_the_permission_rules_load_no_transport_or_database() -> None:
+    assert _loaded_after("import plasmafs.namenode.permissions", ["grpc", "asyncpg"]) == []
+
+
 def test_the_daemons_load_no_client_library() -> None:
     for server in ("plasmafs.namenode.server", "plasmafs.datanode.server"):
         assert _loaded_after(f"import {server}", LIBRARY_PARTS) == [], server
