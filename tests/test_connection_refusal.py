@@ -8,6 +8,7 @@ with no errno, as an authentication gate ends it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -34,8 +35,14 @@ class _Refusing(pb_grpc.NamenodeServicer):
 
 
 @pytest.fixture
-async def refusing() -> AsyncIterator[tuple[str, _Refusing]]:
-    """The address of a namenode that refuses every call, and its servicer."""
+async def refusing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> AsyncIterator[tuple[str, _Refusing]]:
+    """The address of a plaintext namenode that refuses every call, and its servicer;
+    clients made with the defaults find no CA or token to use with it."""
+    for name in ("PFS_CLIENT_CA", "PFS_TOKEN_FILE", "PFS_CLIENT_NAMENODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PFS_HOME", str(tmp_path))
     servicer = _Refusing()
     server = grpc.aio.server()
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
