@@ -224,14 +224,22 @@ def _error(exc: grpc.RpcError, address: str) -> PlasmaError:
 class Admin:
     """The Admin service of the namenode behind one gRPC channel."""
 
-    def __init__(self, channel: grpc.aio.Channel, address: str) -> None:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        address: str,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self._stub = pb_grpc.AdminStub(channel)
         self._address = address
+        self._metadata = metadata  # the caller's credential
 
     async def datanodes(self) -> list[DatanodeStatus]:
         """Every datanode the namenode knows, in id order."""
         try:
-            reply = await self._stub.ListDatanodes(pb.ListDatanodesRequest(), timeout=CALL_TIMEOUT)
+            reply = await self._stub.ListDatanodes(
+                pb.ListDatanodesRequest(), timeout=CALL_TIMEOUT, metadata=self._metadata
+            )
         except grpc.RpcError as exc:
             raise _error(exc, self._address) from None
         return sorted(
@@ -251,7 +259,9 @@ class Admin:
         """Forget a dead or decommissioned datanode; returns the datanodes left."""
         request = pb.DatanodeRequest(datanode_id=check_datanode_id(datanode_id))
         try:
-            reply = await self._stub.RemoveDatanode(request, timeout=CALL_TIMEOUT)
+            reply = await self._stub.RemoveDatanode(
+                request, timeout=CALL_TIMEOUT, metadata=self._metadata
+            )
         except grpc.RpcError as exc:
             raise _error(exc, self._address) from None
         return sorted(
@@ -261,7 +271,9 @@ class Admin:
     async def _on_datanode(self, method: object, datanode_id: int) -> DatanodeStatus:
         request = pb.DatanodeRequest(datanode_id=check_datanode_id(datanode_id))
         try:
-            reply = await method(request, timeout=CALL_TIMEOUT)  # type: ignore[operator]
+            reply = await method(  # type: ignore[operator]
+                request, timeout=CALL_TIMEOUT, metadata=self._metadata
+            )
         except grpc.RpcError as exc:
             raise _error(exc, self._address) from None
         return DatanodeStatus.from_wire(reply)
@@ -275,7 +287,7 @@ class Admin:
         request = pb.FsckRequest(
             path=paths.encode(path), all_files=all_files, list_corrupt=list_corrupt
         )
-        call = self._stub.Fsck(request)
+        call = self._stub.Fsck(request, metadata=self._metadata)
         summary: FsckSummary | None = None
         try:
             async for reply in call:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError
@@ -53,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namenode",
         help="host:port (default: PFS_CLIENT_NAMENODE or the local cluster's PFS_HOME/client.json)",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="act as the user of this credential (default: PFS_TOKEN_FILE or the local cluster's)",
     )
     parser.add_argument(
         "--no-local-reads",

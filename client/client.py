@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from plasmafs.client import config
 from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
     AuthenticationError,
+    ConfigError,
     ConflictError,
     InvalidArgumentError,
     NotFoundError,
@@ -43,11 +45,23 @@ class Client:
         *,
         connect_timeout: float = 10.0,
         local_reads: bool | None = None,
-        tls: ChannelTLS | None = None,
+        tls: ChannelTLS | Literal[False] | None = None,
+        token: str | None = None,
+        token_file: Path | None = None,
     ) -> None:
+        """A client of the namenode at `address`. `tls`: the CA (and certificate) to
+        verify the cluster with; None finds them as `pfs` does (PFS_CLIENT_CA, or the
+        local cluster's); False speaks plaintext to an insecure cluster. The client
+        acts as the user of `token` (or of the token in `token_file`, PFS_TOKEN_FILE or
+        the local cluster's token file, in that order); a token travels only over TLS."""
         self.address = address
         self.connect_timeout = connect_timeout
-        self.tls = tls  # None: plaintext (config.client_tls() gives the configured one)
+        self.tls = config.client_tls(address) if tls is None else (tls or None)
+        if token is None:
+            token = config.client_token(address, token_file) if self.tls else None
+        elif self.tls is None:
+            raise ConfigError("a token is never sent in plaintext: give the cluster's CA")
+        self.token = token
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
         self._refused: AuthenticationError | None = None
@@ -94,7 +108,9 @@ class Client:
                 raise AuthenticationError(str(self._refused))
             if self._conn is None:
                 try:
-                    self._conn = await Connection.open(self.address, self.connect_timeout, self.tls)
+                    self._conn = await Connection.open(
+                        self.address, self.connect_timeout, self.tls, self.token
+                    )
                 except AuthenticationError as exc:
                     self._refused = exc
                     raise
@@ -350,7 +366,7 @@ class Client:
         from plasmafs.client.admin import Admin
 
         conn = await self.connection()
-        return Admin(conn.channel, conn.address)
+        return Admin(conn.channel, conn.address, conn.metadata)
 
     async def datanodes(self) -> list[DatanodeStatus]:
         """Every datanode the namenode knows, with its state, space and copy work."""
@@ -406,10 +422,6 @@ class _TransactionScope:
 async def connect(address: str | None = None, *, connect_timeout: float = 10.0) -> Client:
     """Connect to the namenode at `address` (default: PFS_CLIENT_NAMENODE or the local
     cluster's config under PFS_HOME), over TLS when configured (config.client_tls)."""
-    client = Client(
-        config.namenode_address(address),
-        connect_timeout=connect_timeout,
-        tls=config.client_tls(address),
-    )
+    client = Client(config.namenode_address(address), connect_timeout=connect_timeout)
     await client.connection()
     return client

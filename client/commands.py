@@ -527,7 +527,7 @@ async def run(args: argparse.Namespace) -> None:
     fs = Client(
         config.namenode_address(args.namenode),
         local_reads=False if args.no_local_reads else None,
-        tls=config.client_tls(args.namenode),
+        token_file=args.token_file,
     )
     try:
         await fs.connection()

@@ -45,15 +45,35 @@ def namenode_address(explicit: str | None = None) -> str:
     )
 
 
-def client_tls(explicit_address: str | None = None) -> ChannelTLS | None:
-    """How the client verifies the cluster: the CA in PFS_CLIENT_CA, else (for the
-    namenode of the local cluster's client.json) the CA recorded there; None: plaintext."""
+def client_tls(address: str | None = None) -> ChannelTLS | None:
+    """How the client verifies the namenode at `address` (None: the configured one): the
+    CA in PFS_CLIENT_CA, else the CA the local cluster's client.json records when that
+    names this namenode; None: plaintext."""
     from plasmafs.client.security import ChannelTLS
 
-    ca = os.environ.get("PFS_CLIENT_CA")
-    if not ca and not explicit_address and not os.environ.get("PFS_CLIENT_NAMENODE"):
-        ca = (_recorded() or {}).get("ca")
+    ca = os.environ.get("PFS_CLIENT_CA") or _recorded_for(address).get("ca")
     return ChannelTLS.from_files(Path(ca)) if ca else None
+
+
+def client_token(address: str | None = None, token_file: Path | None = None) -> str | None:
+    """The credential the client presents to the namenode at `address`: the token in
+    `token_file` (--token-file), else in the file PFS_TOKEN_FILE names, else in the
+    local cluster's token file when client.json names this namenode; None: no token."""
+    from plasmafs.client.credentials import TOKEN_FILE_ENV, find_token
+
+    recorded = None
+    if token_file is None and not os.environ.get(TOKEN_FILE_ENV):
+        path = _recorded_for(address).get("token_file")
+        recorded = Path(path) if path else None
+    return find_token(token_file, recorded)
+
+
+def _recorded_for(address: str | None) -> dict[str, str]:
+    """client.json's record when it describes the namenode at `address` (None: the one
+    the client is configured with), else nothing."""
+    recorded = _recorded() or {}
+    configured = address is None and not os.environ.get("PFS_CLIENT_NAMENODE")
+    return recorded if configured or recorded.get("namenode") == address else {}
 
 
 def _recorded() -> dict[str, str] | None:
@@ -70,14 +90,18 @@ def _recorded() -> dict[str, str] | None:
     return recorded
 
 
-def write_client_config(home: Path, address: str, ca: Path | None = None) -> Path:
-    """Record the namenode address (and the CA to verify it with) for clients using
-    `home` as PFS_HOME."""
+def write_client_config(
+    home: Path, address: str, ca: Path | None = None, token_file: Path | None = None
+) -> Path:
+    """Record the namenode address (the CA to verify it with, the token file of the
+    user to act as) for clients using `home` as PFS_HOME."""
     path = home / CLIENT_CONFIG
     tmp = path.with_suffix(".tmp")
     record: dict[str, str] = {"namenode": check_address(address)}
     if ca is not None:
         record["ca"] = str(ca)
+    if token_file is not None:
+        record["token_file"] = str(token_file)
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(path)
     return path

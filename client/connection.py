@@ -27,16 +27,21 @@ from plasmafs.client.rpc_status import error_from_rpc
 from plasmafs.client.security import ChannelTLS, open_channel
 
 CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
+USER_METADATA = "pfs-user"  # the namenode's initial metadata: whom it authenticated
 
 
 class Connection:
     """A multiplexed request stream to one namenode."""
 
-    def __init__(self, address: str, channel: grpc.aio.Channel) -> None:
+    def __init__(self, address: str, channel: grpc.aio.Channel, token: str | None = None) -> None:
         self.address = address
         self._channel = channel
         self._stub = pb_grpc.NamenodeStub(channel)
-        self._call = self._stub.Session()
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        self._call = self._stub.Session(metadata=self.metadata)
+        self.user = ""  # the name the namenode authenticated, once admitted
         self._frame = pb.ClientFrame()
         self._waiting: dict[int, asyncio.Future[pb.Response]] = {}
         self._next_request = 1
@@ -47,18 +52,50 @@ class Connection:
         self._reader = asyncio.create_task(self._read_loop(), name="pfs-conn-reader")
 
     @classmethod
-    async def open(cls, address: str, timeout: float, tls: ChannelTLS | None = None) -> Connection:
+    async def open(
+        cls,
+        address: str,
+        timeout: float,
+        tls: ChannelTLS | None = None,
+        token: str | None = None,
+    ) -> Connection:
         """Connect to the namenode at host:port, waiting up to `timeout` seconds (over TLS
-        verified with `tls` when given)."""
+        verified with `tls` when given), as the user `token` authenticates;
+        AuthenticationError when the namenode refuses it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         channel = open_channel(address, channels.NAMENODE_CHANNEL, tls)
         try:
             await asyncio.wait_for(channel.channel_ready(), timeout)
         except (TimeoutError, asyncio.CancelledError):
             await channel.close()
+            speaking = "TLS (is PFS_CLIENT_CA the cluster's CA?)" if tls else "plaintext"
             raise ConnectionLostError(
-                f"cannot reach the namenode at {address} within {timeout:g}s"
+                f"cannot reach the namenode at {address} within {timeout:g}s over {speaking}"
             ) from None
-        return cls(address, channel)
+        conn = cls(address, channel, token)
+        await conn._admitted(max(0.1, deadline - loop.time()))
+        return conn
+
+    async def _admitted(self, timeout: float) -> None:
+        """Wait until the namenode accepted the stream (its initial metadata names the
+        user at once) or refused it (it ends the call with no initial metadata); a
+        refusal closes the connection and is raised."""
+        try:
+            metadata = await asyncio.wait_for(self._call.initial_metadata(), timeout)
+        except (TimeoutError, grpc.RpcError) as exc:
+            self._fail_all(ConnectionLostError(f"the namenode at {self.address} did not answer"))
+            await self.close()
+            raise ConnectionLostError(
+                f"the namenode at {self.address} did not accept the connection: {exc}"
+            ) from None
+        if any(key == USER_METADATA for key, _ in metadata or ()):
+            self.user = next(str(v) for k, v in metadata if k == USER_METADATA)
+            return
+        await asyncio.wait([self._reader], timeout=timeout)  # it ends with the status
+        reason = self._closed or ConnectionLostError(f"{self.address} ended the stream")
+        await self.close()
+        raise _failure(reason)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -96,7 +133,9 @@ class Connection:
     async def ping(self, timeout: float = 5.0) -> pb.PingReply:
         """The namenode's version (a unary call)."""
         try:
-            reply: pb.PingReply = await self._stub.Ping(pb.PingRequest(), timeout=timeout)
+            reply: pb.PingReply = await self._stub.Ping(
+                pb.PingRequest(), timeout=timeout, metadata=self.metadata
+            )
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from exc
         return reply

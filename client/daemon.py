@@ -40,12 +40,32 @@ class DaemonSettings(BaseSettings):
     tls_ca: Path | None = Field(
         default=None, description="PEM CA certificate the daemons it calls are verified with"
     )
+    insecure: bool = Field(
+        default=False,
+        description="run without TLS and without authentication, every caller acting as "
+        "the superuser: only for a trusted single host (benchmarks, experiments)",
+    )
 
     @model_validator(mode="after")
     def _certificate_with_key(self) -> DaemonSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
+        if self.insecure and (self.tls_cert or self.tls_ca):
+            raise ValueError("insecure is for running without TLS; remove it or the tls_* files")
         return self
+
+    def check_security(self) -> None:
+        """ValueError unless this daemon is secure (certificate, key and CA) or was told
+        explicitly to run insecure: security is on unless switched off."""
+        if self.insecure:
+            return
+        missing = [n for n in ("tls_cert", "tls_key", "tls_ca") if getattr(self, n) is None]
+        if missing:
+            raise ValueError(
+                f"no {', '.join(missing)}: a daemon serves TLS with a certificate of the "
+                "cluster CA (`pfs local up` makes them; deploy/SECURITY.md tells how), or "
+                "runs with insecure = true on a trusted host"
+            )
 
     def server_tls(self) -> ServerTLS | None:
         """This daemon's server credentials, or None to serve plaintext."""
@@ -93,6 +113,8 @@ def run_daemon(
     """Load settings, set up logging, serve until stopped; return the exit status."""
     try:
         settings = make_settings()
+        if isinstance(settings, DaemonSettings):
+            settings.check_security()
     except (ValidationError, ValueError, FileNotFoundError) as exc:
         print(f"{prog}: bad configuration: {describe(exc)}", file=sys.stderr)
         return EXIT_CONFIG

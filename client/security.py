@@ -2,12 +2,13 @@
 the channels and ports made with them (plaintext when no TLS is configured).
 
 A client verifies the server against the cluster CA; a process that has a certificate
-of its own (a datanode) also offers it, for servers that require client certificates.
+of its own (a datanode) also offers it, for servers that require client certificates
+(the namenode's registry port, where datanodes are known by their certificate).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,12 @@ class ChannelTLS:
 @dataclass(frozen=True, slots=True)
 class ServerTLS:
     """A server's certificate and key, and the CA its clients' certificates are checked
-    against (if it asks for them)."""
+    against when it requires them."""
 
     cert: bytes
     key: bytes
     ca: bytes | None = None
+    require_client_certificates: bool = False
 
     @classmethod
     def from_files(cls, cert: Path, key: Path, ca: Path | None = None) -> ServerTLS:
@@ -69,11 +71,22 @@ class ServerTLS:
             _read(ca, "CA certificate") if ca else None,
         )
 
+    def requiring_client_certificates(self) -> ServerTLS:
+        """The same certificate on a port that admits only callers presenting a
+        certificate signed by `ca` (ConfigError without a CA)."""
+        if self.ca is None:
+            raise ConfigError("a port that checks its callers' certificates needs tls_ca")
+        return replace(self, require_client_certificates=True)
+
     def credentials(self) -> grpc.ServerCredentials:
-        """gRPC server credentials. Clients are not asked for certificates (gRPC Python
-        either requires them or does not ask): a port that must know its callers by
-        certificate needs credentials that require them."""
-        return grpc.ssl_server_credentials([(self.key, self.cert)], root_certificates=self.ca)
+        """gRPC server credentials. gRPC Python either requires client certificates or
+        never asks for them, so a port that must know its callers by certificate is a
+        port of its own."""
+        return grpc.ssl_server_credentials(
+            [(self.key, self.cert)],
+            root_certificates=self.ca,
+            require_client_auth=self.require_client_certificates,
+        )
 
 
 def open_channel(

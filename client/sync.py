@@ -11,11 +11,12 @@ import asyncio
 import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from plasmafs.client.client import Client
-from plasmafs.client.config import client_tls, namenode_address
+from plasmafs.client.config import namenode_address
 from plasmafs.client.transaction import Transaction
 
 T = TypeVar("T")
@@ -105,10 +106,20 @@ class SyncFile(_ScopedFacade):
 class SyncClient(_Facade):
     """A Client used synchronously; methods are the Client's, without `await`."""
 
-    def __init__(self, address: str | None = None, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        token: str | None = None,
+        token_file: Path | None = None,
+    ) -> None:
         runner = _LoopThread()
         client = Client(
-            namenode_address(address), connect_timeout=connect_timeout, tls=client_tls(address)
+            namenode_address(address),
+            connect_timeout=connect_timeout,
+            token=token,
+            token_file=token_file,
         )
         super().__init__(runner, client)
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 
@@ -194,8 +193,6 @@ class Transaction(Reads):
         self._lock_wait_ms = min(int(lock_wait * 1000), 2**32 - 1)
         self._begin: Pending | None = None
         self._finished = False
-        self.uid = os.getuid()
-        self.gid = os.getgid()
 
     async def __aenter__(self) -> Transaction:
         return self
@@ -277,7 +274,7 @@ class Transaction(Reads):
         _u32(mode=mode)
         request, future = self._new()
         q = request.mkdir
-        q.path, q.mode, q.uid, q.gid = raw, mode, self.uid, self.gid
+        q.path, q.mode = raw, mode
         return self._attr(future)
 
     async def makedirs(self, path: str, mode: int = 0o755) -> Attr:
@@ -307,7 +304,7 @@ class Transaction(Reads):
         _u32(mode=mode, replication=replication, blocksize=blocksize)
         request, future = self._new()
         q = request.create
-        q.path, q.mode, q.uid, q.gid = raw, mode, self.uid, self.gid
+        q.path, q.mode = raw, mode
         q.replication, q.blocksize = replication, blocksize
         return self._attr(future)
 
@@ -320,7 +317,7 @@ class Transaction(Reads):
             raise InvalidArgumentError("symlink target is not encodable as UTF-8") from exc
         request, future = self._new()
         q = request.symlink
-        q.path, q.target, q.uid, q.gid = raw, raw_target, self.uid, self.gid
+        q.path, q.target = raw, raw_target
         return self._attr(future)
 
     def unlink(self, path: str) -> Awaitable[None]:

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", help="volume size, e.g. 20G")
     parser.add_argument("--blocksize", help="block size, e.g. 1M (must match the cluster)")
     parser.add_argument("--listen", help="host:port (default 127.0.0.1:0)")
-    parser.add_argument("--namenode", help="namenode host:port")
+    parser.add_argument("--namenode", help="the namenode's registry host:port")
     parser.add_argument("--ready-file", type=Path, help="write the bound address here")
     args = parser.parse_args(argv)
     if args.config is not None:

@@ -27,7 +27,10 @@ class DatanodeSettings(DaemonSettings):
     blocksize: int = Field(default=1024 * 1024, description="must equal the cluster's")
     listen: str = Field(default="127.0.0.1:0", description="host:port for gRPC")
     advertise: str | None = Field(default=None, description="host:port clients use")
-    namenode: str = Field(default="127.0.0.1:7530", description="namenode host:port")
+    namenode: str = Field(
+        default="127.0.0.1:7531",
+        description="the namenode's registry address (its registry_listen), host:port",
+    )
     host_identity: str = Field(default_factory=socket.gethostname)
     sync: str = Field(
         default="fdatasync",

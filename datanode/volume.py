@@ -88,6 +88,8 @@ class Volume:
         if capacity_blocks < 1:
             raise ConfigError(f"capacity {capacity} is smaller than one block of {blocksize}")
         if meta.exists():
+            # Volumes made before the identity was private: it is the datanode's name.
+            meta.chmod(0o600)
             try:
                 info = VolumeInfo(**json.loads(meta.read_text()))
             except (ValueError, TypeError) as exc:
@@ -117,7 +119,9 @@ class Volume:
                 ) from exc
             os.close(fd)
         tmp = meta.with_suffix(".tmp")
-        tmp.write_text(json.dumps(info.__dict__) + "\n")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(info.__dict__) + "\n")
         os.replace(tmp, meta)
         dir_fd = os.open(directory, os.O_RDONLY)
         try:

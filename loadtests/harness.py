@@ -23,6 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.peak import peak_kib
 from plasmafs.client.local.cluster import (
+    cluster_ca,
+    daemon_tls_env,
     start_datanode_process,
     start_namenode_process,
     stop_process,
@@ -63,26 +65,49 @@ def bench_cluster(
     namenode_env: dict[str, str] | None = None,
     metrics: bool = False,
     datanode_env: dict[str, str] | None = None,
+    secure: bool = True,
 ) -> Iterator[BenchCluster]:
     """Start PostgreSQL (embedded), a namenode and `datanodes` datanodes; `metrics` also
     serves the namenode's Prometheus metrics, `namenode_env` and `datanode_env` add
-    PFS_NAMENODE_* and PFS_DATANODE_* settings."""
+    PFS_NAMENODE_* and PFS_DATANODE_* settings. `secure` (the default, as for a local
+    cluster) runs every daemon with TLS certificates of a CA made in `workdir`, which
+    this process's clients trust for the cluster's lifetime (PFS_CLIENT_CA); otherwise
+    the daemons run insecure, in plaintext."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="pfs-bench-"))
     pg = start_postgres(workdir / "postgres")
     pid = 0
     dn_pids: list[int] = []
-    env = {"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize), **(namenode_env or {})}
+
+    def security(role: str, name: str) -> dict[str, str]:
+        if secure:
+            return daemon_tls_env(workdir, role, name)
+        return {f"PFS_{role.upper()}_INSECURE": "true"}
+
+    trusted = os.environ.get("PFS_CLIENT_CA")
+    if secure:
+        os.environ["PFS_CLIENT_CA"] = str(cluster_ca(workdir))
+    else:
+        os.environ.pop("PFS_CLIENT_CA", None)
+    env = {
+        "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
+        **security("namenode", "namenode"),
+        **(namenode_env or {}),
+    }
     metrics_address = f"127.0.0.1:{free_port()}" if metrics else ""
     if metrics_address:
         env["PFS_NAMENODE_METRICS_LISTEN"] = metrics_address
     try:
         asyncio.run(create_database(pg.dsn(), "plasmafs"))
-        pid, address = start_namenode_process(
-            workdir, pg.dsn("plasmafs"), "127.0.0.1:0", extra_env=env
+        pid, address, registry = start_namenode_process(
+            workdir, pg.dsn("plasmafs"), "127.0.0.1:0", "127.0.0.1:0", extra_env=env
         )
         for k in range(datanodes):
             dn_pid, _ = start_datanode_process(
-                workdir / f"datanode-{k + 1}", address, capacity, blocksize, extra_env=datanode_env
+                workdir / f"datanode-{k + 1}",
+                registry,
+                capacity,
+                blocksize,
+                extra_env={**security("datanode", f"datanode-{k + 1}"), **(datanode_env or {})},
             )
             dn_pids.append(dn_pid)
         yield BenchCluster(workdir, pg, pid, address, dn_pids, metrics_address)
@@ -93,6 +118,10 @@ def bench_cluster(
             stop_process(pid, "plasmafs.namenode")
         stop_postgres(pg.datadir)
         shutil.rmtree(workdir, ignore_errors=True)
+        if trusted is None:
+            os.environ.pop("PFS_CLIENT_CA", None)
+        else:
+            os.environ["PFS_CLIENT_CA"] = trusted
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -20,13 +20,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", type=Path, help="TOML settings file")
     parser.add_argument("--listen", help="host:port (default 127.0.0.1:7530)")
+    parser.add_argument(
+        "--registry-listen", help="host:port for datanodes (default 127.0.0.1:7531)"
+    )
     parser.add_argument("--dsn", help="PostgreSQL DSN")
     parser.add_argument("--ready-file", type=Path, help="write the bound address here")
     args = parser.parse_args(argv)
     return run_daemon(
         "pfs-namenode",
         lambda: load_settings(
-            args.config, listen=args.listen, dsn=args.dsn, ready_file=args.ready_file
+            args.config,
+            listen=args.listen,
+            registry_listen=args.registry_listen,
+            dsn=args.dsn,
+            ready_file=args.ready_file,
         ),
         serve,
     )

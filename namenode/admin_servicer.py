@@ -1,9 +1,11 @@
 """The gRPC face of cluster administration: datanodes' states and lifecycle, and fsck.
-It only translates between the wire and the replication monitor, registry and fsck."""
+It only translates between the wire and the replication monitor, registry and fsck.
+Every call is a superuser's (fsck sees every file's name and placement)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 import grpc
 
@@ -15,8 +17,11 @@ from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.rpc_status import abort_with, answered
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
+from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.replication import ReplicationMonitor
+
+T = TypeVar("T")
 
 _ADMIN_STATE = {
     DECOMMISSIONING: pb.DATANODE_DECOMMISSIONING,
@@ -27,7 +32,10 @@ _ADMIN_STATE = {
 class AdminServicer(pb_grpc.AdminServicer):
     """Datanode administration and fsck."""
 
-    def __init__(self, namespace: Namespace, monitor: ReplicationMonitor, fsck: Fsck) -> None:
+    def __init__(
+        self, namespace: Namespace, monitor: ReplicationMonitor, fsck: Fsck, gate: Gate
+    ) -> None:
+        self.gate = gate
         self.ns = namespace
         self.monitor = monitor
         self.registry = monitor.registry
@@ -66,7 +74,21 @@ class AdminServicer(pb_grpc.AdminServicer):
         self, request: pb.ListDatanodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDatanodesReply:
         """Every registered datanode."""
-        return await answered(context, self._list())
+        return await self._superuser(context, "admin datanodes", self._list)
+
+    async def _superuser(
+        self,
+        context: grpc.aio.ServicerContext,
+        what: str,
+        work: Callable[[], Awaitable[T]],
+    ) -> T:
+        """The reply of `work`, done for a superuser only."""
+
+        async def checked() -> T:
+            self.gate.superuser(context, what)
+            return await work()
+
+        return await answered(context, checked())
 
     async def _list(self) -> pb.ListDatanodesReply:
         blocks = await self.monitor.replicas.replica_blocks()
@@ -83,7 +105,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             await self.monitor.decommission(request.datanode_id)
             return await self._info(request.datanode_id)
 
-        return await answered(context, drain())
+        return await self._superuser(context, "admin decommission", drain)
 
     async def Recommission(
         self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
@@ -94,7 +116,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             await self.monitor.recommission(request.datanode_id)
             return await self._info(request.datanode_id)
 
-        return await answered(context, restore())
+        return await self._superuser(context, "admin recommission", restore)
 
     async def RemoveDatanode(
         self, request: pb.DatanodeRequest, context: grpc.aio.ServicerContext
@@ -105,13 +127,14 @@ class AdminServicer(pb_grpc.AdminServicer):
             await self.monitor.remove(request.datanode_id)
             return await self._list()
 
-        return await answered(context, forget())
+        return await self._superuser(context, "admin remove", forget)
 
     async def Fsck(
         self, request: pb.FsckRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.FsckReply]:
         """Files under a path (those with problems, or all), then the summary."""
         try:
+            self.gate.superuser(context, "fsck")
             raw = request.path or b"/"
             attr = await self.ns.lookup(None, raw, True)
             root_path = paths.normalize(raw.decode())

@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from plasmafs.client.errors import ConfigError, NotFoundError
+from plasmafs.client.errors import AuthenticationError, ConfigError, NotFoundError
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.store import DatanodeRow, Store
 
@@ -74,8 +74,10 @@ class DatanodeRegistry:
         blocksize: int,
         capacity: int,
         local_socket: str = "",
+        principal: str | None = None,
     ) -> DatanodeRow:
-        """Admit a datanode (new, or known by its volume identity)."""
+        """Admit a datanode (new, or known by its volume identity); AuthenticationError
+        when the volume is bound to another principal than the caller's."""
         if blocksize != self.blocksize:
             raise ConfigError(
                 f"the volume's blocksize {blocksize} differs from the cluster's {self.blocksize}"
@@ -91,8 +93,13 @@ class DatanodeRegistry:
         except ValueError:
             raise ConfigError(f"not a volume identity: {identity!r}") from None
         row = await self.store.register_datanode(
-            identity, host, address, blocksize, capacity, local_socket
+            identity, host, address, blocksize, capacity, local_socket, principal
         )
+        if row is None:
+            raise AuthenticationError(
+                f"volume {identity} is bound to another datanode's certificate; "
+                f"{principal!r} may not register it"
+            )
         if not self.allocator.knows(row.datanode_id):
             self.allocator.add_datanode(row.datanode_id, capacity, [])
         known = self._known.setdefault(row.datanode_id, _Known(row, time.monotonic()))
@@ -103,6 +110,16 @@ class DatanodeRegistry:
         known.heard = True
         known.busy_unknown = False
         return row
+
+    def check_principal(self, datanode_id: int, principal: str | None) -> None:
+        """AuthenticationError unless the caller may speak for `datanode_id`: the
+        principal its volume is bound to (anyone on a plaintext cluster)."""
+        known = self._known.get(datanode_id)
+        if principal is None or known is None or known.row.principal in (None, principal):
+            return
+        raise AuthenticationError(
+            f"datanode {datanode_id} is bound to another certificate than {principal!r}"
+        )
 
     def heartbeat(self, datanode_id: int, identity: str) -> bool:
         """Note that a datanode lives; True if it was dead (or not heard from since this

@@ -14,14 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from plasmafs.client.credentials import parse_token, secret_digest
-from plasmafs.client.errors import NotFoundError, PlasmaError
+from plasmafs.client.errors import AuthenticationError, NotFoundError
 from plasmafs.namenode.account_store import AccountRows, CredentialRow, GroupRow, UserRow
-
-
-class AuthenticationError(PlasmaError):
-    """Not authenticated."""
-
-    # Stands in for plasmafs.client.errors.AuthenticationError (EAUTH) until that lands.
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +60,7 @@ class Principals:
         self._member_of: dict[int, set[int]] = {}  # uid -> supplementary gids
         self._credentials: dict[int, CredentialRow] = {}
         self._entries: dict[int, _Entry] = {}
+        self._removed: dict[int, float] = {}  # credential id -> when its user was removed
         if rows is not None:
             self.replace(rows)
 
@@ -158,12 +153,30 @@ class Principals:
         self._member_of[user.uid] = set(groups)
         self._index()
 
-    def remove_user(self, uid: int) -> None:
-        """A user was removed, and with it its memberships and credentials."""
+    def remove_user(self, uid: int, now: float | None = None) -> None:
+        """A user was removed, and with it its memberships and credentials (their
+        tickets are refused as those of revoked credentials are)."""
+        when = time.time() if now is None else now
         self._users.pop(uid, None)
         self._member_of.pop(uid, None)
+        for c in self._credentials.values():
+            if c.uid == uid and c.revoked is None:
+                self._removed[c.credential_id] = when
         self._credentials = {k: c for k, c in self._credentials.items() if c.uid != uid}
         self._index()
+
+    def revoked_since(self, cutoff: float) -> list[int]:
+        """Credentials revoked (or whose user was removed) at or after `cutoff`, in id
+        order: tickets issued to them before may still be presented until they expire.
+        A user removed before this namenode started is not among them (its credentials
+        are gone from the database): its tickets live out their lifetime."""
+        self._removed = {k: t for k, t in self._removed.items() if t >= cutoff}
+        revoked = {
+            c.credential_id
+            for c in self._credentials.values()
+            if c.revoked is not None and c.revoked >= cutoff
+        }
+        return sorted(revoked | self._removed.keys())
 
     def put_credentials(self, rows: Iterable[CredentialRow]) -> None:
         """Credentials were issued or revoked: hold them as stored now."""

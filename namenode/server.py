@@ -15,17 +15,20 @@ from plasmafs.client import channels
 from plasmafs.client.errors import ConfigError, NotActiveError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.security import add_port
+from plasmafs.namenode.account_store import AccountStore
 from plasmafs.namenode.admin_servicer import AdminServicer
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.fsck import Fsck
+from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.health import ReplicaHealth
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate_database
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.principals import Principals
 from plasmafs.namenode.replica_store import ReplicaStore
 from plasmafs.namenode.replication import ReplicationMonitor
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
@@ -41,6 +44,7 @@ class RunningNamenode:
 
     server: grpc.aio.Server
     port: int
+    registry_port: int
     namespace: Namespace
     store: Store
     servicer: NamenodeServicer
@@ -77,23 +81,46 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     leadership.start()
     metrics = NamenodeMetrics()
     namespace.committer.group_observer = metrics.group_size.observe
-    servicer = NamenodeServicer(namespace, settings, metrics)
+    server_tls = settings.server_tls()
+    gate = Gate(await load_principals(store) if server_tls is not None else None)
+    servicer = NamenodeServicer(namespace, settings, metrics, gate)
     metrics.add_gauges(lambda: gauges(servicer, namespace, monitor))
     server = grpc.aio.server(options=channels.NAMENODE_SERVER)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
-    registry = RegistryServicer(namespace.data.registry, monitor)
+    registry = RegistryServicer(namespace.data.registry, monitor, gate)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
     data = namespace.data
     fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
-    pb_grpc.add_AdminServicer_to_server(AdminServicer(namespace, monitor, fsck), server)
-    port = add_port(server, settings.listen, settings.server_tls())
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(namespace, monitor, fsck, gate), server)
+    # One server, two ports: clients on `listen`; datanodes on `registry_listen`, which
+    # requires their certificates (the registry refuses calls that came without one).
+    port = add_port(server, settings.listen, server_tls)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
+    registry_port = add_port(server, settings.registry_listen, settings.registry_tls())
+    if registry_port == 0:
+        raise ConfigError(f"cannot listen on {settings.registry_listen} (registry_listen)")
     await server.start()
     metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
     return RunningNamenode(
-        server, port, namespace, store, servicer, leadership, deposed, monitor, metrics_port
+        server,
+        port,
+        registry_port,
+        namespace,
+        store,
+        servicer,
+        leadership,
+        deposed,
+        monitor,
+        metrics_port,
     )
+
+
+async def load_principals(store: Store) -> Principals:
+    """Users, groups and credentials, held in memory to authenticate callers."""
+    principals = Principals(await AccountStore(store).load())
+    log.info("loaded %d users", len(principals.names().users))
+    return principals
 
 
 async def start_replica_health(
@@ -214,12 +241,13 @@ async def serve(settings: NamenodeSettings) -> None:
     running = await start_namenode(settings)
     host = settings.listen.rpartition(":")[0]
     address = f"{host}:{running.port}"
-    log.info("namenode serving on %s", address)
+    registry = f"{settings.registry_listen.rpartition(':')[0]}:{running.registry_port}"
+    log.info("namenode serving on %s, datanodes' registry on %s", address, registry)
     if running.metrics_port:
         log.info("metrics on http://%s:%d/metrics", host, running.metrics_port)
     if settings.ready_file is not None:
         tmp = settings.ready_file.with_suffix(".tmp")
-        tmp.write_text(address + "\n")
+        tmp.write_text(f"{address}\n{registry}\n")
         tmp.replace(settings.ready_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

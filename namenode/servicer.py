@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client.errors import NotFoundError
+from plasmafs.client.connection import USER_METADATA
+from plasmafs.client.errors import AuthenticationError, NotFoundError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import answered
+from plasmafs.client.rpc_status import abort_with, answered
 from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.replication import ReplicationMonitor
@@ -26,11 +29,16 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
     """Serves Session streams and Ping."""
 
     def __init__(
-        self, namespace: Namespace, settings: NamenodeSettings, metrics: NamenodeMetrics
+        self,
+        namespace: Namespace,
+        settings: NamenodeSettings,
+        metrics: NamenodeMetrics,
+        gate: Gate,
     ) -> None:
         self.namespace = namespace
         self.settings = settings
         self.metrics = metrics
+        self.gate = gate
         self.started_ns = time.time_ns()
         self.counters: Counter[str] = Counter()
         self.open_sessions: set[Session] = set()
@@ -50,20 +58,50 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         request_iterator: AsyncIterator[pb.ClientFrame],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        """The multiplexed request stream of one client connection."""
+        """The multiplexed request stream of one client connection, authenticated once
+        when it opens (the client learns the outcome from the initial metadata or the
+        status) and cut when its credential is revoked or expires."""
+        try:
+            who = self.gate.user(context)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            return
+        await context.send_initial_metadata(((USER_METADATA, who.name),))
         session = Session(
-            self.namespace, self.settings, context.peer(), self.counters, self.metrics
+            self.namespace, self.settings, context.peer(), self.counters, self.metrics, who
         )
+        expiry = None
+        if who.expires is not None:
+            expiry = asyncio.get_running_loop().call_later(
+                max(0.0, who.expires - time.time()),
+                session.cut,
+                AuthenticationError("credential expired"),
+            )
         self.open_sessions.add(session)
         try:
             await session.run(request_iterator, context.write)
+        except PlasmaError as exc:
+            await abort_with(context, exc)
         finally:
             self.open_sessions.discard(session)
+            if expiry is not None:
+                expiry.cancel()
+
+    def cut_sessions(self, credentials: set[int], reason: str) -> int:
+        """End the open sessions of these credentials; how many there were."""
+        doomed = [s for s in self.open_sessions if s.who.credential_id in credentials]
+        for session in doomed:
+            session.cut(AuthenticationError(reason))
+        return len(doomed)
 
     async def Ping(
         self, request: pb.PingRequest, context: grpc.aio.ServicerContext
     ) -> pb.PingReply:
-        """Version and start time."""
+        """Version and start time (for an authenticated caller)."""
+        return await answered(context, self._ping(context))
+
+    async def _ping(self, context: grpc.aio.ServicerContext) -> pb.PingReply:
+        self.gate.user(context)
         return pb.PingReply(
             version=VERSION, started_ns=self.started_ns, requests=dict(self.counters)
         )
@@ -75,17 +113,29 @@ USED_BLOCKS_PAGE = 4096
 class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
     """Datanode registration, heartbeats (with their reports and work) and used blocks."""
 
-    def __init__(self, registry: DatanodeRegistry, monitor: ReplicationMonitor) -> None:
+    def __init__(
+        self,
+        registry: DatanodeRegistry,
+        monitor: ReplicationMonitor,
+        gate: Gate,
+    ) -> None:
         self.registry = registry
         self.monitor = monitor
+        self.gate = gate
 
     async def Register(
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
     ) -> pb.RegisterReply:
-        """Admit a datanode and hand it its id and the ticket secret."""
-        return await answered(context, self._register(request))
+        """Admit an authenticated datanode and hand it its id and the ticket secret."""
+        return await answered(context, self._register(request, context))
 
-    async def _register(self, request: pb.RegisterRequest) -> pb.RegisterReply:
+    def _principal(self, context: grpc.aio.ServicerContext, datanode_id: int) -> None:
+        self.registry.check_principal(datanode_id, self.gate.datanode(context))
+
+    async def _register(
+        self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RegisterReply:
+        principal = self.gate.datanode(context)
         row = await self.registry.register(
             request.identity,
             request.host,
@@ -93,6 +143,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             request.blocksize,
             request.capacity_blocks,
             request.local_socket,
+            principal,
         )
         await self.monitor.datanode_returned(row.datanode_id)
         return pb.RegisterReply(
@@ -105,15 +156,24 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
         """Note that a datanode lives, take its reports, give it work."""
-        return await answered(context, self.monitor.heartbeat(request.datanode_id, request))
+        return await answered(context, self._heartbeat(request, context))
+
+    async def _heartbeat(
+        self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HeartbeatReply:
+        self._principal(context, request.datanode_id)
+        return await self.monitor.heartbeat(request.datanode_id, request)
 
     async def UsedBlocks(
         self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext
     ) -> pb.UsedBlocksReply:
         """A page of the datanode's committed block ranges (for its scrub)."""
-        return await answered(context, self._used_blocks(request))
+        return await answered(context, self._used_blocks(request, context))
 
-    async def _used_blocks(self, request: pb.UsedBlocksRequest) -> pb.UsedBlocksReply:
+    async def _used_blocks(
+        self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UsedBlocksReply:
+        self._principal(context, request.datanode_id)
         row = self.registry.row(request.datanode_id)
         if row is None or row.identity != request.identity:
             raise NotFoundError(f"datanode {request.datanode_id} is not registered; register again")

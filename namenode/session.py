@@ -5,7 +5,8 @@ run in the order they arrived. Responses that are ready together leave in one
 frame. When the stream ends, for whatever reason, every open transaction of the
 connection is aborted. A client ends its side of the stream when it is done with the
 connection: requests still running then are cancelled, not answered, and the namenode
-ends the stream at once.
+ends the stream at once. The stream belongs to the user authenticated when it opened;
+it is cut when that user's credential is revoked or expires.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.eager import start_eagerly
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.principals import SUPERUSER, Principal
 from plasmafs.namenode.records import Inode
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.transaction import Txn
@@ -48,7 +50,10 @@ class Session:
         peer: str,
         counters: Counter[str],
         metrics: NamenodeMetrics,
+        who: Principal = SUPERUSER,
     ) -> None:
+        self.who = who
+        self._cut: PlasmaError | None = None
         self.ns = namespace
         self.settings = settings
         self.peer = peer
@@ -62,17 +67,26 @@ class Session:
         self._room = asyncio.Event()
         self._room.set()
 
+    def cut(self, reason: PlasmaError) -> None:
+        """End the stream with `reason` (the user may no longer use it): running
+        requests are cancelled and open transactions aborted."""
+        self._cut = reason
+        self._out_ready.set()
+
     async def run(
         self,
         frames: AsyncIterator[pb.ClientFrame],
         write: Callable[[pb.ServerFrame], Awaitable[None]],
     ) -> None:
-        """Serve the stream until the client closes it or goes away."""
+        """Serve the stream until the client closes it or goes away, or raise the
+        PlasmaError it was cut with."""
         reader = asyncio.create_task(self._read(frames))
         try:
             while True:
                 await self._out_ready.wait()
                 self._out_ready.clear()
+                if self._cut is not None:
+                    raise self._cut
                 if reader.done():
                     # The client closed: nobody reads what is still running (a lock wait
                     # may last long), and a prompt end lets it close without cutting.
@@ -216,12 +230,12 @@ async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 
 async def _mkdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.mkdir
-    (await s.ns.mkdir(t, q.path, q.mode, q.uid, q.gid)).to_wire(out.attr)
+    (await s.ns.mkdir(t, q.path, q.mode, s.who.uid, s.who.gid)).to_wire(out.attr)
 
 
 async def _create(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.create
-    attr = await s.ns.create(t, q.path, q.mode, q.uid, q.gid, q.replication, q.blocksize)
+    attr = await s.ns.create(t, q.path, q.mode, s.who.uid, s.who.gid, q.replication, q.blocksize)
     attr.to_wire(out.attr)
 
 
@@ -260,7 +274,7 @@ async def _setattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 
 async def _symlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.symlink
-    (await s.ns.symlink(t, q.path, q.target, q.uid, q.gid)).to_wire(out.attr)
+    (await s.ns.symlink(t, q.path, q.target, s.who.uid, s.who.gid)).to_wire(out.attr)
 
 
 async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:

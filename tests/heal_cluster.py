@@ -45,7 +45,7 @@ class HealCluster:
     def add_datanode(self, name: str) -> DatanodeProcess:
         """Start one more datanode on a new volume."""
         dn = DatanodeProcess(
-            self.workdir / name, self.namenode.address, CAPACITY, BS, env=self.datanode_env
+            self.workdir / name, self.namenode.registry_address, CAPACITY, BS, env=self.datanode_env
         ).start()
         self.datanodes.append(dn)
         self.by_id[dn.datanode_id] = dn

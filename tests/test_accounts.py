@@ -11,9 +11,15 @@ import asyncpg
 import pytest
 
 from plasmafs.client.credentials import parse_token, secret_digest
-from plasmafs.client.errors import BusyError, ExistsError, InvalidArgumentError, NotFoundError
+from plasmafs.client.errors import (
+    AuthenticationError,
+    BusyError,
+    ExistsError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from plasmafs.namenode.account_store import AccountStore
-from plasmafs.namenode.principals import SUPERUSER, AuthenticationError, Principals
+from plasmafs.namenode.principals import SUPERUSER, Principals
 from plasmafs.namenode.store import Store
 from tests.accounts import (
     ALICE_EXPIRED_TOKEN,

@@ -17,7 +17,7 @@ import pytest
 
 from plasmafs.client import Client, PlasmaError, ShutdownError, StorageError
 from plasmafs.client.local.postgres import LocalPostgres, start_postgres, stop_postgres
-from tests.cluster import NamenodeProcess
+from tests.cluster import NamenodeProcess, prepare_database, run
 
 
 @pytest.fixture
@@ -27,6 +27,7 @@ def postgres() -> Iterator[LocalPostgres]:
     base = Path(tempfile.mkdtemp(prefix="pfs-test-crash-pg-"))
     pg = start_postgres(base / "data")
     try:
+        run(prepare_database(pg.dsn()))
         yield pg
     finally:
         stop_postgres(pg.datadir)

@@ -8,12 +8,11 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from tests.cluster import NamenodeProcess
+from tests.cluster import NamenodeProcess, aio_channel, bearer
 
 MAX_INFLIGHT = 64
 FRAME_REQUESTS = 256
@@ -48,7 +47,7 @@ def _rss_kib(pid: int) -> int:
 
 
 async def _handled(stub: pb_grpc.NamenodeStub) -> int:
-    reply = await stub.Ping(pb.PingRequest(), timeout=30)
+    reply = await stub.Ping(pb.PingRequest(), timeout=30, metadata=bearer())
     return int(reply.requests.get("getattr", 0))
 
 
@@ -65,11 +64,11 @@ async def test_a_client_that_stops_reading_is_held_back(
 ) -> None:
     assert small_namenode.proc is not None
     pid = small_namenode.proc.pid
-    async with grpc.aio.insecure_channel(small_namenode.address, options=TEST_CHANNEL) as ch:
+    async with aio_channel(small_namenode.address, options=TEST_CHANNEL) as ch:
         stub = pb_grpc.NamenodeStub(ch)
         await _handled(stub)  # connected, the namenode warm
         baseline = _rss_kib(pid)
-        call = stub.Session()
+        call = stub.Session(metadata=bearer())
         frame = _getattr_frame()
         sent = 0
         stop = asyncio.Event()

@@ -42,7 +42,7 @@ def capped(dsn: str, tmp_path: Path) -> Iterator[CappedCluster]:
     try:
         datanode = DatanodeProcess(
             tmp_path / "dn1",
-            namenode.address,
+            namenode.registry_address,
             64 * BS,
             BS,
             env={"PFS_DATANODE_LOCAL_READ_CONNECTIONS": str(CAP)},

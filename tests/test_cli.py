@@ -360,6 +360,7 @@ def test_without_a_configured_namenode_every_command_fails_in_one_line(
     bad = dict(env, PFS_CLIENT_NAMENODE="no-port-here")
     assert_error(run_pfs(bad, "ls"), "ls", "host:port", "no-port-here")
     # --namenode beats the (missing) configuration.
+    env.update({k: os.environ[k] for k in ("PFS_CLIENT_CA", "PFS_TOKEN_FILE")})
     assert_ok(run_pfs(env, "--namenode", namenode.address, "mkdir", "/via-flag"))
     assert_ok(run_pfs(env, "--namenode", namenode.address, "ls", "/"), "via-flag\n")
     assert list(home.iterdir()) == []  # a client never writes into PFS_HOME

@@ -58,7 +58,9 @@ def healing(dsn: str, tmp_path: Path) -> Iterator[Healing]:
     try:
         for k in range(3):
             datanodes.append(
-                DatanodeProcess(tmp_path / f"dn{k + 1}", namenode.address, CAPACITY, BS).start()
+                DatanodeProcess(
+                    tmp_path / f"dn{k + 1}", namenode.registry_address, CAPACITY, BS
+                ).start()
             )
         yield Healing(namenode, datanodes, tmp_path / "home")
     finally:

@@ -2,7 +2,9 @@
 with ConnectionLostError, and the client does not reconnect until it is closed.
 
 The namenode here is an in-process gRPC server whose every call ends UNAUTHENTICATED
-with no errno, as an authentication gate ends it.
+with no errno, as an authentication gate ends it: a Session either at once (the
+credential is refused when the stream opens, so connecting fails) or after accepting
+it and one request (it was revoked meanwhile).
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 class _Refusing(pb_grpc.NamenodeServicer):
     def __init__(self) -> None:
         self.sessions = 0
+        self.accept_first = True  # admit the stream, then cut it at its first request
 
     async def Session(self, request_iterator: Any, context: Any) -> AsyncIterator[pb.ServerFrame]:
         self.sessions += 1
-        await anext(request_iterator, None)  # the refusal reaches a request in flight
+        if self.accept_first:
+            await context.send_initial_metadata((("pfs-user", "alice"),))
+            await anext(request_iterator, None)  # the refusal reaches a request in flight
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, "credential revoked")
         yield pb.ServerFrame()  # unreachable: makes this an async generator
 
@@ -84,6 +89,22 @@ async def test_the_client_does_not_reconnect_after_a_refusal_until_closed(
         with pytest.raises(AuthenticationError):
             await fs.getattr(1)  # closing starts over: one new attempt
         assert servicer.sessions == 2
+    finally:
+        await fs.close()
+
+
+async def test_a_credential_refused_at_the_start_fails_the_connect(
+    refusing: tuple[str, _Refusing],
+) -> None:
+    address, servicer = refusing
+    servicer.accept_first = False
+    fs = Client(address)
+    try:
+        with pytest.raises(AuthenticationError, match="credential revoked"):
+            await fs.connection()
+        with pytest.raises(AuthenticationError, match="credential revoked"):
+            await fs.getattr(1)
+        assert servicer.sessions == 1
     finally:
         await fs.close()
 

@@ -22,7 +22,7 @@ from plasmafs.client import tickets as ticket_rules
 from plasmafs.client.files import FileReader, FileWriter
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
-from tests.cluster import DatanodeProcess
+from tests.cluster import DatanodeProcess, aio_channel, tls_env
 from tests.conftest import TEST_CAPACITY, DataCluster
 
 BS = 64 * 1024
@@ -255,7 +255,7 @@ async def test_datanodes_refuse_bad_tickets(dfs: Client, data_cluster: DataClust
     good = dpb.Ticket.FromString(replica.ticket)
 
     async def read_with(ticket: dpb.Ticket, start: int, count: int) -> grpc.StatusCode:
-        async with grpc.aio.insecure_channel(replica.address) as channel:
+        async with aio_channel(replica.address) as channel:
             call = dpb_grpc.DatanodeStub(channel).ReadBlocks(
                 dpb.ReadRequest(ticket=ticket, block_start=start, block_count=count)
             )
@@ -280,7 +280,7 @@ async def test_datanodes_refuse_bad_tickets(dfs: Client, data_cluster: DataClust
         b"x" * 32, good.datanode_id, good.block_start, 1, write=False, ttl_seconds=-1
     )
     assert await read_with(expired, good.block_start, 1) == grpc.StatusCode.PERMISSION_DENIED
-    async with grpc.aio.insecure_channel(replica.address) as channel:
+    async with aio_channel(replica.address) as channel:
         stub = dpb_grpc.DatanodeStub(channel)
 
         async def chunks():  # type: ignore[no-untyped-def]
@@ -331,7 +331,13 @@ async def test_a_volume_with_another_blocksize_is_refused(
 
     directory = Path(str(tmp_path)) / "odd"
     with pytest.raises(StorageError, match="blocksize"):
-        start_datanode_process(directory, data_cluster.namenode.address, 1 << 24, 128 * 1024)
+        start_datanode_process(
+            directory,
+            data_cluster.namenode.registry_address,
+            1 << 24,
+            128 * 1024,
+            extra_env=tls_env("datanode", "odd"),
+        )
 
 
 async def test_direct_writes_round_trip_and_survive_a_restart(
@@ -341,7 +347,7 @@ async def test_direct_writes_round_trip_and_survive_a_restart(
 
     datanode = DatanodeProcess(
         Path(str(tmp_path)) / "direct",
-        data_cluster.namenode.address,
+        data_cluster.namenode.registry_address,
         TEST_CAPACITY,
         BS,
         env={"PFS_DATANODE_SYNC": "direct"},

@@ -271,7 +271,7 @@ async def test_a_source_killed_mid_copy_fails_it_unavailable(
         tmp_path,
         env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(mib), "PFS_NAMENODE_HEARTBEAT_MS": "200"},
     ).start()
-    source = DatanodeProcess(tmp_path / "dn", namenode.address, 256 * mib, mib).start()
+    source = DatanodeProcess(tmp_path / "dn", namenode.registry_address, 256 * mib, mib).start()
     fs = Client(namenode.address)
     gate = Gate(budget=2 * mib)
     t = make_target(tmp_path / "t", mib, 64, io, bandwidth=gate)

@@ -133,9 +133,10 @@ async def registry() -> AsyncIterator[tuple[Registry, str]]:
 
 
 async def start_datanode(path: Path, registry: str, **env: str) -> DatanodeProcess:
-    """Start a datanode process (in a thread: the registry answers on this loop)."""
+    """Start a plaintext datanode process (in a thread: the scripted registry answers on
+    this loop)."""
     settings = {f"PFS_DATANODE_{k.upper()}": v for k, v in env.items()}
-    node = DatanodeProcess(path, registry, CAPACITY, BS, env=settings)
+    node = DatanodeProcess(path, registry, CAPACITY, BS, env=settings, tls=False)
     return await asyncio.to_thread(node.start)
 
 

@@ -62,8 +62,30 @@ def test_the_local_cluster_speaks_tls_only(tmp_path: Path) -> None:
                 dpb_grpc.DatanodeStub(channel).Info(dpb.InfoRequest(), timeout=5)
             assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
         trusted = grpc.ssl_channel_credentials(ca.read_bytes())
+        token = (home / "credentials" / "token").read_text().strip()
+        assert stat.S_IMODE((home / "credentials" / "token").stat().st_mode) == 0o600
+        assert config["token_file"] == str(home / "credentials" / "token")
         with grpc.secure_channel(state["namenode_address"], trusted) as channel:
-            assert pb_grpc.NamenodeStub(channel).Ping(pb.PingRequest(), timeout=10).version
+            stub = pb_grpc.NamenodeStub(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Ping(pb.PingRequest(), timeout=10)
+            assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+            bearer = (("authorization", f"Bearer {token}"),)
+            assert stub.Ping(pb.PingRequest(), timeout=10, metadata=bearer).version
+        # Datanodes register on a port of their own that wants a certificate of the CA.
+        assert state["registry_address"] != state["namenode_address"]
+        for credentials in (None, trusted):
+            with (
+                grpc.secure_channel(state["registry_address"], credentials)
+                if credentials
+                else grpc.insecure_channel(state["registry_address"]) as channel,
+                pytest.raises(grpc.RpcError) as refused,
+            ):
+                pb_grpc.DatanodeRegistryStub(channel).Register(pb.RegisterRequest(), timeout=5)
+            assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+        for datanode in state["datanodes"]:
+            meta = Path(datanode["dir"]) / "volume" / "volume.json"
+            assert stat.S_IMODE(meta.stat().st_mode) == 0o600, meta
     finally:
         run_pfs(env, "local", "down", timeout=120)
         for pid, _ in _daemons_under(home):
@@ -86,3 +108,31 @@ def test_a_certificate_without_its_key_is_a_configuration_error(tmp_path: Path) 
         )
         assert done.returncode == 2, done.stderr
         assert "tls_cert and tls_key go together" in done.stderr
+
+
+def test_a_daemon_without_tls_refuses_to_start_unless_told_insecure(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if "_TLS_" not in k and "_INSECURE" not in k}
+    for role, extra in (
+        ("namenode", ["--listen", "127.0.0.1:0"]),
+        ("datanode", ["--volume", str(tmp_path / "v")]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", f"plasmafs.{role}", *extra],
+            env=base,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "no tls_cert, tls_key, tls_ca" in done.stderr
+        assert "insecure = true" in done.stderr
+        assert len(done.stderr.splitlines()) == 1
+    both = dict(base, PFS_DATANODE_INSECURE="true", PFS_DATANODE_TLS_CA="/ca.pem")
+    done = subprocess.run(
+        [sys.executable, "-m", "plasmafs.datanode", "--volume", str(tmp_path / "v")],
+        env=both,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "insecure is for running without TLS" in done.stderr

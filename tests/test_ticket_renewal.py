@@ -36,7 +36,9 @@ async def short_tickets(dsn: str, tmp_path: Path) -> AsyncIterator[Client]:
     client = Client(namenode.address)
     try:
         for k in range(2):
-            datanode = DatanodeProcess(tmp_path / f"dn{k + 1}", namenode.address, TEST_CAPACITY, BS)
+            datanode = DatanodeProcess(
+                tmp_path / f"dn{k + 1}", namenode.registry_address, TEST_CAPACITY, BS
+            )
             datanodes.append(datanode.start())
         for _ in range(100):
             if (await client.fsstat()).live_datanodes == 2:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-import grpc
-
 from plasmafs.client import SyncClient
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from tests.cluster import NamenodeProcess
+from tests.cluster import NamenodeProcess, aio_channel, bearer, channel
 
 
 async def _exchange(address: str, requests: list[pb.Request]) -> dict[int, pb.Response]:
-    async with grpc.aio.insecure_channel(address) as channel:
-        call = pb_grpc.NamenodeStub(channel).Session()
+    async with aio_channel(address) as channel:
+        call = pb_grpc.NamenodeStub(channel).Session(metadata=bearer())
         for i, r in enumerate(requests, start=1):
             r.id = i
         await call.write(pb.ClientFrame(requests=requests))
@@ -78,8 +76,8 @@ async def test_malformed_requests_get_their_own_errors(namenode: NamenodeProcess
 
 
 def test_ping_is_a_unary_call(namenode: NamenodeProcess) -> None:
-    with grpc.insecure_channel(namenode.address) as channel:
-        reply = pb_grpc.NamenodeStub(channel).Ping(pb.PingRequest(), timeout=10)
+    with channel(namenode.address) as link:
+        reply = pb_grpc.NamenodeStub(link).Ping(pb.PingRequest(), timeout=10, metadata=bearer())
     assert reply.version and reply.started_ns > 0
 
 

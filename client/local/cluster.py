@@ -35,7 +35,9 @@ STATE_FILE = "cluster.json"
 SHAPE_FILE = "shape.json"  # datanode count, volume size and blocksize the cluster was made with
 DATABASE = "plasmafs"
 DEFAULT_NAMENODE_PORT = 7530
+DEFAULT_REGISTRY_PORT = 7531  # where datanodes register, with their certificates
 TLS_DIR = "tls"  # the cluster CA and the daemons' certificates, under PFS_HOME
+TOKEN_FILE = "credentials/token"  # the credential of the user who made the cluster
 LOOPBACK = ["127.0.0.1", "localhost"]  # the local cluster's daemons listen there
 
 
@@ -48,6 +50,7 @@ class ClusterState:
     namenode_address: str
     namenode_pid: int
     datanodes: list[dict[str, object]] = field(default_factory=list)
+    registry_address: str = ""  # the namenode's port for datanodes
     datanode_capacity: int = 2 * 1024**3
     blocksize: int = 1024**2
     metrics_address: str = ""
@@ -135,14 +138,15 @@ def _external_dsn() -> str | None:
     return None
 
 
-def _pick_namenode_port() -> int:
+def _pick_port(default: int) -> int:
+    """`default` when it is free on 127.0.0.1, else any free port."""
     import socket
 
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", DEFAULT_NAMENODE_PORT))
-            return DEFAULT_NAMENODE_PORT
+            s.bind(("127.0.0.1", default))
+            return default
         except OSError:
             return free_port()
 
@@ -151,15 +155,17 @@ def start_namenode_process(
     home: Path,
     dsn: str,
     listen: str,
+    registry_listen: str,
     timeout: float = 30.0,
     extra_env: dict[str, str] | None = None,
-) -> tuple[int, str]:
-    """Start `pfs-namenode` in the background; return its pid and bound address."""
-    args = ["plasmafs.namenode", "--listen", listen]
+) -> tuple[int, str, str]:
+    """Start `pfs-namenode` in the background; return its pid, its bound address and
+    the bound address of its registry port (where datanodes register)."""
+    args = ["plasmafs.namenode", "--listen", listen, "--registry-listen", registry_listen]
     if dsn:
         args += ["--dsn", dsn]
-    proc, address = start_daemon("namenode", home, args, timeout, extra_env)
-    return proc.pid, address
+    proc, (address, registry) = start_daemon("namenode", home, args, timeout, extra_env)
+    return proc.pid, address, registry
 
 
 def start_datanode_process(
@@ -170,7 +176,8 @@ def start_datanode_process(
     timeout: float = 60.0,
     extra_env: dict[str, str] | None = None,
 ) -> tuple[int, str]:
-    """Start `pfs-datanode` on the volume in `directory`; return its pid and address."""
+    """Start `pfs-datanode` on the volume in `directory`, registering at the namenode's
+    registry address `namenode`; return its pid and address."""
     directory.mkdir(parents=True, exist_ok=True)
     args = [
         "plasmafs.datanode",
@@ -180,7 +187,7 @@ def start_datanode_process(
         "--namenode", namenode,
         "--listen", "127.0.0.1:0",
     ]  # fmt: skip
-    proc, address = start_daemon("datanode", directory, args, timeout, extra_env)
+    proc, (address,) = start_daemon("datanode", directory, args, timeout, extra_env)
     return proc.pid, address
 
 
@@ -190,11 +197,11 @@ def start_daemon(
     args: list[str],
     timeout: float = 30.0,
     extra_env: dict[str, str] | None = None,
-) -> tuple[subprocess.Popen[bytes], str]:
+) -> tuple[subprocess.Popen[bytes], list[str]]:
     """Run `python -m ARGS --ready-file ...` detached, logging to WORKDIR/ROLE.log, and
-    wait until it reports its address (or fails, with its last log line as the error);
-    returns the process and the address. The local cluster, the tests and the
-    benchmarks all start their daemons here."""
+    wait until it reports its addresses (or fails, with its last log line as the error);
+    returns the process and the addresses (a line each in the ready file). The local
+    cluster, the tests and the benchmarks all start their daemons here."""
     ready = workdir / f"{role}.ready"
     ready.unlink(missing_ok=True)
     log_path = workdir / f"{role}.log"
@@ -217,7 +224,7 @@ def start_daemon(
             proc.kill()
             raise StorageError(f"a {role} did not start within {timeout:g}s; see {log_path}")
         time.sleep(0.02)
-    return proc, ready.read_text().strip()
+    return proc, ready.read_text().split()
 
 
 def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:
@@ -284,19 +291,22 @@ def up(
         dsn, embedded = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", True
     if state is not None:
         _stop_daemons(state)
-    listen = f"127.0.0.1:{_pick_namenode_port()}"
+    token_file = ensure_superuser(home, dsn)
+    listen = f"127.0.0.1:{_pick_port(DEFAULT_NAMENODE_PORT)}"
+    registry_listen = f"127.0.0.1:{_pick_port(DEFAULT_REGISTRY_PORT)}"
     metrics = f"127.0.0.1:{free_port()}"
-    pid, address = start_namenode_process(
+    pid, address, registry = start_namenode_process(
         home,
         dsn,
         listen,
+        registry_listen,
         extra_env={
             "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
             "PFS_NAMENODE_METRICS_LISTEN": metrics,
             **daemon_tls_env(home, "namenode", "namenode"),
         },
     )
-    state = ClusterState(dsn, embedded, address, pid, [], capacity, blocksize, metrics)
+    state = ClusterState(dsn, embedded, address, pid, [], registry, capacity, blocksize, metrics)
     try:
         for k in range(datanodes):
             directory = home / f"datanode-{k + 1}"
@@ -304,7 +314,7 @@ def up(
             try:
                 dn_pid, dn_address = start_datanode_process(
                     directory,
-                    address,
+                    registry,
                     capacity,
                     blocksize,
                     extra_env=daemon_tls_env(home, "datanode", f"datanode-{k + 1}"),
@@ -324,8 +334,38 @@ def up(
     # `pfs local up` fail the same way.
     _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
     _save_state(home, state)
-    write_client_config(home, address, cluster_ca(home))
+    write_client_config(home, address, cluster_ca(home), token_file)
     return state, True
+
+
+def ensure_superuser(home: Path, dsn: str) -> Path:
+    """The token file of the user running this, a superuser of the cluster in `home`
+    (made on first use, before the namenode starts, as the namenode's bootstrap does)."""
+    token_file = home / TOKEN_FILE
+    if token_file.exists():
+        return token_file
+    token_file.parent.mkdir(mode=0o700, exist_ok=True)
+    args = [sys.executable, "-m", "plasmafs.namenode.bootstrap", "--name", login_name()]
+    args += ["--uid", str(os.getuid()), "--token-file", str(token_file)]
+    if dsn:
+        args += ["--dsn", dsn]
+    done = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StorageError(f"cannot make the cluster's superuser: {last}")
+    return token_file
+
+
+def login_name() -> str:
+    """This user's login name as a plasmafs user name ("admin" when it cannot be one)."""
+    import getpass
+    import re
+
+    try:
+        name = getpass.getuser().lower()
+    except (KeyError, OSError):
+        return "admin"
+    return name if re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", name) else "admin"
 
 
 def cluster_ca(home: Path) -> Path:
@@ -391,7 +431,7 @@ def start_datanode(home: Path, number: int) -> dict[str, object]:
         raise InvalidArgumentError(f"datanode {number} is already running (pid {datanode['pid']})")
     pid, address = start_datanode_process(
         Path(str(datanode["dir"])),
-        state.namenode_address,
+        state.registry_address,
         state.datanode_capacity,
         state.blocksize,
         extra_env=daemon_tls_env(home, "datanode", f"datanode-{number}"),

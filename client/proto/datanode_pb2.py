@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$plasmafs/client/proto/datanode.proto\x12\x14plasmafs.datanode.v1\"\x82\x01\n\x06Ticket\x12\x13\n\x0b\x64\x61tanode_id\x18\x01 \x01(\r\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\r\n\x05write\x18\x04 \x01(\x08\x12\x17\n\x0f\x65xpires_unix_ms\x18\x05 \x01(\x03\x12\x11\n\tsignature\x18\x06 \x01(\x0c\"\x85\x01\n\x0bReadRequest\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x0e\n\x06length\x18\x05 \x01(\x04\"\x19\n\tReadChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"r\n\nWriteChunk\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"#\n\nWriteReply\x12\x15\n\rbytes_written\x18\x01 \x01(\x04\"\r\n\x0bInfoRequest\"^\n\tInfoReply\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tanode_id\x18\x02 \x01(\r\x12\x11\n\tblocksize\x18\x03 \x01(\r\x12\x17\n\x0f\x63\x61pacity_blocks\x18\x04 \x01(\x04\"T\n\x0eLocalReadReply\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x61ta_offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\x32\xff\x01\n\x08\x44\x61tanode\x12R\n\nReadBlocks\x12!.plasmafs.datanode.v1.ReadRequest\x1a\x1f.plasmafs.datanode.v1.ReadChunk0\x01\x12S\n\x0bWriteBlocks\x12 .plasmafs.datanode.v1.WriteChunk\x1a .plasmafs.datanode.v1.WriteReply(\x01\x12J\n\x04Info\x12!.plasmafs.datanode.v1.InfoRequest\x1a\x1f.plasmafs.datanode.v1.InfoReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$plasmafs/client/proto/datanode.proto\x12\x14plasmafs.datanode.v1\"\x96\x01\n\x06Ticket\x12\x13\n\x0b\x64\x61tanode_id\x18\x01 \x01(\r\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\r\n\x05write\x18\x04 \x01(\x08\x12\x17\n\x0f\x65xpires_unix_ms\x18\x05 \x01(\x03\x12\x11\n\tsignature\x18\x06 \x01(\x0c\x12\x12\n\ncredential\x18\x07 \x01(\x04\"\x85\x01\n\x0bReadRequest\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x0e\n\x06length\x18\x05 \x01(\x04\"\x19\n\tReadChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"r\n\nWriteChunk\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"#\n\nWriteReply\x12\x15\n\rbytes_written\x18\x01 \x01(\x04\"\r\n\x0bInfoRequest\"^\n\tInfoReply\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tanode_id\x18\x02 \x01(\r\x12\x11\n\tblocksize\x18\x03 \x01(\r\x12\x17\n\x0f\x63\x61pacity_blocks\x18\x04 \x01(\x04\"T\n\x0eLocalReadReply\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x61ta_offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\x32\xff\x01\n\x08\x44\x61tanode\x12R\n\nReadBlocks\x12!.plasmafs.datanode.v1.ReadRequest\x1a\x1f.plasmafs.datanode.v1.ReadChunk0\x01\x12S\n\x0bWriteBlocks\x12 .plasmafs.datanode.v1.WriteChunk\x1a .plasmafs.datanode.v1.WriteReply(\x01\x12J\n\x04Info\x12!.plasmafs.datanode.v1.InfoRequest\x1a\x1f.plasmafs.datanode.v1.InfoReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,21 +33,21 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'plasmafs.client.proto.datan
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TICKET']._serialized_start=63
-  _globals['_TICKET']._serialized_end=193
-  _globals['_READREQUEST']._serialized_start=196
-  _globals['_READREQUEST']._serialized_end=329
-  _globals['_READCHUNK']._serialized_start=331
-  _globals['_READCHUNK']._serialized_end=356
-  _globals['_WRITECHUNK']._serialized_start=358
-  _globals['_WRITECHUNK']._serialized_end=472
-  _globals['_WRITEREPLY']._serialized_start=474
-  _globals['_WRITEREPLY']._serialized_end=509
-  _globals['_INFOREQUEST']._serialized_start=511
-  _globals['_INFOREQUEST']._serialized_end=524
-  _globals['_INFOREPLY']._serialized_start=526
-  _globals['_INFOREPLY']._serialized_end=620
-  _globals['_LOCALREADREPLY']._serialized_start=622
-  _globals['_LOCALREADREPLY']._serialized_end=706
-  _globals['_DATANODE']._serialized_start=709
-  _globals['_DATANODE']._serialized_end=964
+  _globals['_TICKET']._serialized_end=213
+  _globals['_READREQUEST']._serialized_start=216
+  _globals['_READREQUEST']._serialized_end=349
+  _globals['_READCHUNK']._serialized_start=351
+  _globals['_READCHUNK']._serialized_end=376
+  _globals['_WRITECHUNK']._serialized_start=378
+  _globals['_WRITECHUNK']._serialized_end=492
+  _globals['_WRITEREPLY']._serialized_start=494
+  _globals['_WRITEREPLY']._serialized_end=529
+  _globals['_INFOREQUEST']._serialized_start=531
+  _globals['_INFOREQUEST']._serialized_end=544
+  _globals['_INFOREPLY']._serialized_start=546
+  _globals['_INFOREPLY']._serialized_end=640
+  _globals['_LOCALREADREPLY']._serialized_start=642
+  _globals['_LOCALREADREPLY']._serialized_end=726
+  _globals['_DATANODE']._serialized_start=729
+  _globals['_DATANODE']._serialized_end=984
 # @@protoc_insertion_point(module_scope)

@@ -162,32 +162,24 @@ class ReadDir(_message.Message):
     def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., plus: _Optional[bool] = ...) -> None: ...
 
 class MkDir(_message.Message):
-    __slots__ = ("path", "mode", "uid", "gid")
+    __slots__ = ("path", "mode")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
-    UID_FIELD_NUMBER: _ClassVar[int]
-    GID_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     mode: int
-    uid: int
-    gid: int
-    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ...) -> None: ...
+    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class Create(_message.Message):
-    __slots__ = ("path", "mode", "uid", "gid", "replication", "blocksize")
+    __slots__ = ("path", "mode", "replication", "blocksize")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
-    UID_FIELD_NUMBER: _ClassVar[int]
-    GID_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     mode: int
-    uid: int
-    gid: int
     replication: int
     blocksize: int
-    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ...) -> None: ...
+    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ...) -> None: ...
 
 class Unlink(_message.Message):
     __slots__ = ("path",)
@@ -212,7 +204,7 @@ class Rename(_message.Message):
     def __init__(self, src: _Optional[bytes] = ..., dst: _Optional[bytes] = ..., noreplace: _Optional[bool] = ...) -> None: ...
 
 class SetAttr(_message.Message):
-    __slots__ = ("path", "ino", "mode", "uid", "gid", "mtime_ns", "size", "replication")
+    __slots__ = ("path", "ino", "mode", "uid", "gid", "mtime_ns", "size", "replication", "mtime_now")
     PATH_FIELD_NUMBER: _ClassVar[int]
     INO_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +213,7 @@ class SetAttr(_message.Message):
     MTIME_NS_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    MTIME_NOW_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     ino: int
     mode: int
@@ -229,19 +222,16 @@ class SetAttr(_message.Message):
     mtime_ns: int
     size: int
     replication: int
-    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ...) -> None: ...
+    mtime_now: bool
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., mtime_now: _Optional[bool] = ...) -> None: ...
 
 class Symlink(_message.Message):
-    __slots__ = ("path", "target", "uid", "gid")
+    __slots__ = ("path", "target")
     PATH_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
-    UID_FIELD_NUMBER: _ClassVar[int]
-    GID_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     target: bytes
-    uid: int
-    gid: int
-    def __init__(self, path: _Optional[bytes] = ..., target: _Optional[bytes] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ...) -> None: ...
+    def __init__(self, path: _Optional[bytes] = ..., target: _Optional[bytes] = ...) -> None: ...
 
 class ReadLink(_message.Message):
     __slots__ = ("path",)
@@ -388,7 +378,7 @@ class Done(_message.Message):
     def __init__(self) -> None: ...
 
 class Replica(_message.Message):
-    __slots__ = ("datanode_id", "address", "block_start", "ticket", "host", "local_socket", "state")
+    __slots__ = ("datanode_id", "address", "block_start", "ticket", "host", "local_socket", "state", "plaintext")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +386,7 @@ class Replica(_message.Message):
     HOST_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SOCKET_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     address: str
     block_start: int
@@ -403,7 +394,8 @@ class Replica(_message.Message):
     host: str
     local_socket: str
     state: ReplicaState
-    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., host: _Optional[str] = ..., local_socket: _Optional[str] = ..., state: _Optional[_Union[ReplicaState, str]] = ...) -> None: ...
+    plaintext: bool
+    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., block_start: _Optional[int] = ..., ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., host: _Optional[str] = ..., local_socket: _Optional[str] = ..., state: _Optional[_Union[ReplicaState, str]] = ..., plaintext: _Optional[bool] = ...) -> None: ...
 
 class Extent(_message.Message):
     __slots__ = ("file_index", "block_count", "replicas")
@@ -481,20 +473,22 @@ class PingReply(_message.Message):
     def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket")
+    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket", "plaintext")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
     identity: str
     host: str
     address: str
     blocksize: int
     capacity_blocks: int
     local_socket: str
-    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ...) -> None: ...
+    plaintext: bool
+    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ..., plaintext: _Optional[bool] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms")
@@ -515,7 +509,7 @@ class BlockRange(_message.Message):
     def __init__(self, block_start: _Optional[int] = ..., block_count: _Optional[int] = ...) -> None: ...
 
 class CopyTask(_message.Message):
-    __slots__ = ("task_id", "source_datanode_id", "source_address", "source_ticket", "source_block_start", "block_start", "block_count")
+    __slots__ = ("task_id", "source_datanode_id", "source_address", "source_ticket", "source_block_start", "block_start", "block_count", "source_plaintext")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -523,6 +517,7 @@ class CopyTask(_message.Message):
     SOURCE_BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     source_datanode_id: int
     source_address: str
@@ -530,7 +525,8 @@ class CopyTask(_message.Message):
     source_block_start: int
     block_start: int
     block_count: int
-    def __init__(self, task_id: _Optional[int] = ..., source_datanode_id: _Optional[int] = ..., source_address: _Optional[str] = ..., source_ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., source_block_start: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ...) -> None: ...
+    source_plaintext: bool
+    def __init__(self, task_id: _Optional[int] = ..., source_datanode_id: _Optional[int] = ..., source_address: _Optional[str] = ..., source_ticket: _Optional[_Union[_datanode_pb2.Ticket, _Mapping]] = ..., source_block_start: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., source_plaintext: _Optional[bool] = ...) -> None: ...
 
 class CopyResult(_message.Message):
     __slots__ = ("task_id", "code", "message", "bytes")
@@ -571,14 +567,16 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., running: _Optional[_Iterable[int]] = ..., finished: _Optional[_Iterable[_Union[CopyResult, _Mapping]]] = ..., corrupt: _Optional[_Iterable[_Union[BadBlocks, _Mapping]]] = ..., verified: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("copies", "cancel", "verify")
+    __slots__ = ("copies", "cancel", "verify", "revoked_credentials")
     COPIES_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     copies: _containers.RepeatedCompositeFieldContainer[CopyTask]
     cancel: _containers.RepeatedScalarFieldContainer[int]
     verify: _containers.RepeatedCompositeFieldContainer[BlockRange]
-    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
+    revoked_credentials: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class UsedBlocksRequest(_message.Message):
     __slots__ = ("datanode_id", "identity", "after", "limit")
@@ -739,3 +737,149 @@ class FsckReply(_message.Message):
     file: FsckFile
     summary: FsckSummary
     def __init__(self, file: _Optional[_Union[FsckFile, _Mapping]] = ..., summary: _Optional[_Union[FsckSummary, _Mapping]] = ...) -> None: ...
+
+class UserInfo(_message.Message):
+    __slots__ = ("name", "uid", "gid", "groups", "superuser")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SUPERUSER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uid: int
+    gid: int
+    groups: _containers.RepeatedScalarFieldContainer[int]
+    superuser: bool
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ..., superuser: _Optional[bool] = ...) -> None: ...
+
+class GroupInfo(_message.Message):
+    __slots__ = ("name", "gid", "members")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    gid: int
+    members: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., gid: _Optional[int] = ..., members: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CredentialInfo(_message.Message):
+    __slots__ = ("credential_id", "uid", "label", "created_unix_ms", "expires_unix_ms", "revoked_unix_ms")
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    credential_id: int
+    uid: int
+    label: str
+    created_unix_ms: int
+    expires_unix_ms: int
+    revoked_unix_ms: int
+    def __init__(self, credential_id: _Optional[int] = ..., uid: _Optional[int] = ..., label: _Optional[str] = ..., created_unix_ms: _Optional[int] = ..., expires_unix_ms: _Optional[int] = ..., revoked_unix_ms: _Optional[int] = ...) -> None: ...
+
+class AddUserRequest(_message.Message):
+    __slots__ = ("name", "uid", "gid", "groups", "superuser", "label", "expires_unix_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SUPERUSER_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uid: int
+    gid: int
+    groups: _containers.RepeatedScalarFieldContainer[int]
+    superuser: bool
+    label: str
+    expires_unix_ms: int
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ..., superuser: _Optional[bool] = ..., label: _Optional[str] = ..., expires_unix_ms: _Optional[int] = ...) -> None: ...
+
+class AddUserReply(_message.Message):
+    __slots__ = ("user", "token", "credential_id")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    user: UserInfo
+    token: str
+    credential_id: int
+    def __init__(self, user: _Optional[_Union[UserInfo, _Mapping]] = ..., token: _Optional[str] = ..., credential_id: _Optional[int] = ...) -> None: ...
+
+class RemoveUserRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class AddGroupRequest(_message.Message):
+    __slots__ = ("name", "gid", "members")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    gid: int
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., gid: _Optional[int] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RemoveGroupRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class IssueCredentialRequest(_message.Message):
+    __slots__ = ("user", "label", "expires_unix_ms")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    label: str
+    expires_unix_ms: int
+    def __init__(self, user: _Optional[str] = ..., label: _Optional[str] = ..., expires_unix_ms: _Optional[int] = ...) -> None: ...
+
+class IssueCredentialReply(_message.Message):
+    __slots__ = ("credential", "token")
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    credential: CredentialInfo
+    token: str
+    def __init__(self, credential: _Optional[_Union[CredentialInfo, _Mapping]] = ..., token: _Optional[str] = ...) -> None: ...
+
+class RevokeCredentialRequest(_message.Message):
+    __slots__ = ("credential_id", "user")
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    credential_id: int
+    user: str
+    def __init__(self, credential_id: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class RevokeCredentialReply(_message.Message):
+    __slots__ = ("revoked", "sessions_cut")
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_CUT_FIELD_NUMBER: _ClassVar[int]
+    revoked: _containers.RepeatedCompositeFieldContainer[CredentialInfo]
+    sessions_cut: int
+    def __init__(self, revoked: _Optional[_Iterable[_Union[CredentialInfo, _Mapping]]] = ..., sessions_cut: _Optional[int] = ...) -> None: ...
+
+class ListPrincipalsRequest(_message.Message):
+    __slots__ = ("credentials",)
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    credentials: bool
+    def __init__(self, credentials: _Optional[bool] = ...) -> None: ...
+
+class ListPrincipalsReply(_message.Message):
+    __slots__ = ("users", "groups", "credentials", "caller")
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[UserInfo]
+    groups: _containers.RepeatedCompositeFieldContainer[GroupInfo]
+    credentials: _containers.RepeatedCompositeFieldContainer[CredentialInfo]
+    caller: str
+    def __init__(self, users: _Optional[_Iterable[_Union[UserInfo, _Mapping]]] = ..., groups: _Optional[_Iterable[_Union[GroupInfo, _Mapping]]] = ..., credentials: _Optional[_Iterable[_Union[CredentialInfo, _Mapping]]] = ..., caller: _Optional[str] = ...) -> None: ...
+
+class AccountsEmpty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -440,6 +440,336 @@ class Admin:
             _registered_method=True)
 
 
+class AccountsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.AddUser = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/AddUser',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddUserRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddUserReply.FromString,
+                _registered_method=True)
+        self.RemoveUser = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/RemoveUser',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RemoveUserRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AccountsEmpty.FromString,
+                _registered_method=True)
+        self.AddGroup = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/AddGroup',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddGroupRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.GroupInfo.FromString,
+                _registered_method=True)
+        self.RemoveGroup = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/RemoveGroup',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RemoveGroupRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AccountsEmpty.FromString,
+                _registered_method=True)
+        self.IssueCredential = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/IssueCredential',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.IssueCredentialRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.IssueCredentialReply.FromString,
+                _registered_method=True)
+        self.RevokeCredential = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/RevokeCredential',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RevokeCredentialRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RevokeCredentialReply.FromString,
+                _registered_method=True)
+        self.ListPrincipals = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/ListPrincipals',
+                request_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListPrincipalsRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListPrincipalsReply.FromString,
+                _registered_method=True)
+
+
+class AccountsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def AddUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IssueCredential(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeCredential(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPrincipals(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AccountsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'AddUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddUser,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddUserRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddUserReply.SerializeToString,
+            ),
+            'RemoveUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveUser,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RemoveUserRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AccountsEmpty.SerializeToString,
+            ),
+            'AddGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddGroup,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddGroupRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.GroupInfo.SerializeToString,
+            ),
+            'RemoveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveGroup,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RemoveGroupRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.AccountsEmpty.SerializeToString,
+            ),
+            'IssueCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueCredential,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.IssueCredentialRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.IssueCredentialReply.SerializeToString,
+            ),
+            'RevokeCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeCredential,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RevokeCredentialRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.RevokeCredentialReply.SerializeToString,
+            ),
+            'ListPrincipals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPrincipals,
+                    request_deserializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListPrincipalsRequest.FromString,
+                    response_serializer=plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListPrincipalsReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'plasmafs.namenode.v1.Accounts', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('plasmafs.namenode.v1.Accounts', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Accounts:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def AddUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/AddUser',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddUserRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddUserReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/RemoveUser',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.RemoveUserRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.AccountsEmpty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/AddGroup',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.AddGroupRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.GroupInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/RemoveGroup',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.RemoveGroupRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.AccountsEmpty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/IssueCredential',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.IssueCredentialRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.IssueCredentialReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/RevokeCredential',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.RevokeCredentialRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.RevokeCredentialReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPrincipals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/ListPrincipals',
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListPrincipalsRequest.SerializeToString,
+            plasmafs_dot_client_dot_proto_dot_namenode__pb2.ListPrincipalsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class NamenodeStub:
     """Missing associated documentation comment in .proto file."""
 
