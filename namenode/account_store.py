@@ -40,7 +40,7 @@ FIRST_AUTO_ID = 1000  # below: system accounts, as useradd's UID_MIN
 MAX_LABEL = 200
 _NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # the CHECK of sql/0007, matched whole
 
-_CREDENTIAL_COLUMNS = "credential_id, uid, secret_sha256, label, expires_at, revoked_at"
+_CREDENTIAL_COLUMNS = "credential_id, uid, secret_sha256, label, expires_at, revoked_at, created_at"
 
 # The first id >= $1 that no group has: $1 itself, or one past a group's gid.
 _FREE_GID = """
@@ -74,7 +74,8 @@ class UserRow:
 @dataclass(frozen=True, slots=True)
 class CredentialRow:
     """A credential as stored: the SHA-256 of its secret, never the secret. Times are
-    time.time() values; None: never expires, or not revoked."""
+    time.time() values; None: never expires, or not revoked (or, for `created`, not
+    known)."""
 
     credential_id: int
     uid: int
@@ -82,6 +83,7 @@ class CredentialRow:
     label: str
     expires: float | None
     revoked: float | None
+    created: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,20 @@ def check_id(value: int, what: str) -> int:
     return value
 
 
+def check_label(label: str) -> str:
+    """A credential's label: printable, at most MAX_LABEL characters."""
+    if len(label) > MAX_LABEL or not label.isprintable():
+        raise InvalidArgumentError(f"a credential label is printable, at most {MAX_LABEL}")
+    return label
+
+
+def check_expires(expires: float | None) -> float | None:
+    """A credential's expiry (time.time()): in the future, or None (never)."""
+    if expires is not None and expires <= time.time():
+        raise InvalidArgumentError("a credential's expiry must lie in the future")
+    return expires
+
+
 @contextlib.contextmanager
 def _refusals(**errors: PlasmaError) -> Iterator[None]:
     """Raise the error given for the named constraint a statement violated."""
@@ -196,8 +212,11 @@ class AccountStore:
 
     # --- groups ---------------------------------------------------------------------------
 
-    async def add_group(self, name: str, gid: int | None = None) -> GroupRow:
-        """A new group; without `gid`, the first free one from 1000."""
+    async def add_group(
+        self, name: str, gid: int | None = None, members: Sequence[int] = ()
+    ) -> GroupRow:
+        """A new group with the users `members` (uids) in it, all or nothing; without
+        `gid`, the first free one from 1000."""
         check_name(name, "group")
         if gid is not None:
             check_id(gid, "gid")
@@ -206,6 +225,7 @@ class AccountStore:
             if gid is None:
                 gid = int(await conn.fetchval(_FREE_GID, FIRST_AUTO_ID))
             await _insert_group(conn, name, gid)
+            await _insert_members(conn, [(gid, uid) for uid in members])
         return GroupRow(gid, name)
 
     async def remove_group(self, gid: int) -> None:
@@ -303,10 +323,8 @@ class AccountStore:
         """A new credential for user `uid`, expiring at `expires` (time.time(); None:
         never). Only the secret's SHA-256 is stored; the token is returned once."""
         check_id(uid, "uid")
-        if len(label) > MAX_LABEL or not label.isprintable():
-            raise InvalidArgumentError(f"a credential label is printable, at most {MAX_LABEL}")
-        if expires is not None and expires <= time.time():
-            raise InvalidArgumentError("a credential's expiry must lie in the future")
+        check_label(label)
+        check_expires(expires)
         secret = new_secret()
         digest = secret_digest(secret)
         async with self.connections.read_connection() as conn:
@@ -409,4 +427,5 @@ def _credential(row: asyncpg.Record) -> CredentialRow:
         row["label"],
         _epoch(row["expires_at"]),
         _epoch(row["revoked_at"]),
+        _epoch(row["created_at"]),
     )

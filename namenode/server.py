@@ -16,6 +16,7 @@ from plasmafs.client.errors import ConfigError, NotActiveError
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.security import add_port
 from plasmafs.namenode.account_store import AccountStore
+from plasmafs.namenode.accounts_servicer import accounts_servicer
 from plasmafs.namenode.admin_servicer import AdminServicer
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
@@ -82,7 +83,8 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     metrics = NamenodeMetrics()
     namespace.committer.group_observer = metrics.group_size.observe
     server_tls = settings.server_tls()
-    gate = Gate(await load_principals(store) if server_tls is not None else None)
+    principals = await load_principals(store) if server_tls is not None else None
+    gate = Gate(principals)
     servicer = NamenodeServicer(namespace, settings, metrics, gate)
     metrics.add_gauges(lambda: gauges(servicer, namespace, monitor))
     server = grpc.aio.server(options=channels.NAMENODE_SERVER)
@@ -92,6 +94,8 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     data = namespace.data
     fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
     pb_grpc.add_AdminServicer_to_server(AdminServicer(namespace, monitor, fsck, gate), server)
+    accounts = accounts_servicer(AccountStore(store), principals, gate, servicer.cut_sessions)
+    pb_grpc.add_AccountsServicer_to_server(accounts, server)
     # One server, two ports: clients on `listen`; datanodes on `registry_listen`, which
     # requires their certificates (the registry refuses calls that came without one).
     port = add_port(server, settings.listen, server_tls)

@@ -37,7 +37,7 @@ BAD_TOKENS = {
     "expired": (ALICE_EXPIRED_TOKEN, "credential expired"),
     "revoked": (ALICE_REVOKED_TOKEN, "credential revoked"),
 }
-CLIENT_SERVICES = ("Namenode", "Admin")
+CLIENT_SERVICES = ("Namenode", "Admin", "Accounts")
 
 
 def _methods() -> Iterator[tuple[str, str, bool, bool]]:
