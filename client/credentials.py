@@ -83,11 +83,12 @@ def read_token_file(path: Path) -> str:
     return text
 
 
-def write_token_file(path: Path, token: str) -> None:
-    """Store `token` in `path`, readable by its owner only."""
+def write_token_file(path: Path, token: str, *, replace: bool = True) -> None:
+    """Store `token` in `path`, readable by its owner only (with `replace` False, an
+    existing file is kept: FileExistsError)."""
     if parse_token(token) is None:
         raise ValueError("not a plasmafs token")
-    write_private(path, token.encode("ascii") + b"\n")
+    write_private(path, token.encode("ascii") + b"\n", replace=replace)
 
 
 def find_token(explicit: Path | None = None, recorded: Path | None = None) -> str | None:

@@ -15,8 +15,9 @@ from plasmafs.client.errors import ConfigError
 MAX_SECRET_FILE = 64 * 1024  # larger than any key or token; a bigger file is a mistake
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Write `data` to a new file only its owner can read (then move it in place)."""
+def write_private(path: Path, data: bytes, *, replace: bool = True) -> None:
+    """Write `data` to a new file only its owner can read, then move it in place. With
+    `replace` False an existing `path` is left as it is: FileExistsError."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -26,7 +27,13 @@ def write_private(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    if replace:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # unlike a rename, refuses an existing name, atomically
+    finally:
+        os.unlink(tmp)
 
 
 def read_private(path: Path, what: str) -> bytes:
