@@ -150,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("replication", metavar="N")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p = sub.add_parser("admin", help="cluster administration: datanodes and their lifecycle")
+    p = sub.add_parser(
+        "admin", help="cluster administration: datanodes and their lifecycle, users and groups"
+    )
     actions = p.add_subparsers(
         dest="admin_command", required=True, metavar="ACTION", parser_class=CommandParser
     )
@@ -162,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         q = actions.add_parser(action, help=text)
         q.add_argument("datanode_id", metavar="ID")
+    _account_parsers(actions)
+    sub.add_parser("whoami", help="the user this credential acts as: name, uid, groups")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
     p.add_argument("action", choices=["up", "down", "status", "stop-datanode", "start-datanode"])
     p.add_argument("number", nargs="?", metavar="N", help="datanode (stop-/start-datanode; 1..)")
@@ -169,6 +173,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     return parser
+
+
+def _account_parsers(actions: Any) -> None:
+    """`pfs admin user ...` and `pfs admin group ...`."""
+    user = actions.add_parser("user", help="users and their credentials (a superuser's)")
+    verbs = user.add_subparsers(
+        dest="user_command", required=True, metavar="ACTION", parser_class=CommandParser
+    )
+    q = verbs.add_parser("add", help="add a user; its first token goes to a new file")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--uid", help="default: the next free from 1000")
+    q.add_argument("--gid", help="primary group, gid or name (default: one named as the user)")
+    q.add_argument("--groups", help="supplementary groups: gids or names, comma-separated")
+    q.add_argument("--superuser", action="store_true", help="may manage the cluster")
+    _token_options(q)
+    q = verbs.add_parser("del", help="remove a user and its credentials (its files stay)")
+    q.add_argument("name", metavar="NAME")
+    q = verbs.add_parser("list", help="users and the ids of their live credentials")
+    q.add_argument("--credentials", action="store_true", help="every credential, one per line")
+    q = verbs.add_parser("token", help="a new credential of a user, written to a new file")
+    q.add_argument("name", metavar="NAME")
+    _token_options(q)
+    q = verbs.add_parser("revoke", help="revoke a user's credentials, or one by its id")
+    q.add_argument("name", nargs="?", metavar="NAME", help="every credential of this user")
+    q.add_argument("--credential", metavar="ID", help="this credential only")
+    group = actions.add_parser("group", help="groups of users (a superuser's)")
+    verbs = group.add_subparsers(
+        dest="group_command", required=True, metavar="ACTION", parser_class=CommandParser
+    )
+    q = verbs.add_parser("add", help="add a group")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--gid", help="default: the first free from 1000")
+    q.add_argument("--members", help="user names, comma-separated")
+    q = verbs.add_parser("del", help="remove a group (not a user's primary group)")
+    q.add_argument("name", metavar="NAME")
+    verbs.add_parser("list", help="groups and their members")
+
+
+def _token_options(parser: argparse.ArgumentParser) -> None:
+    # Not dest=token_file: that is the top-level option naming the caller's own token.
+    parser.add_argument(
+        "--token-file",
+        dest="new_token_file",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="where the new token goes (mode 0600; must not exist)",
+    )
+    parser.add_argument("--label", default="", help="what the credential is for")
+    parser.add_argument(
+        "--expires", metavar="D", help="lifetime: 90m, 12h, 30d, 2w (default: never)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from plasmafs.client import config, formatting, paths
+from plasmafs.client import account_commands, config, formatting, paths
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
 from plasmafs.client.errors import (
@@ -24,7 +24,7 @@ from plasmafs.client.errors import (
     PlasmaError,
 )
 from plasmafs.client.exits import EXIT_FAILED, CommandFailed
-from plasmafs.client.modes import Mode, parse_mode, parse_owner, process_umask
+from plasmafs.client.modes import Mode, names_owner, parse_mode, parse_owner, process_umask
 from plasmafs.client.sizes import parse_size as _parse_size
 from plasmafs.client.transaction import Transaction
 from plasmafs.client.values import MAX_REPLICATION
@@ -55,6 +55,7 @@ class Reporter:
 
 
 async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    names = account_commands.KnownNames(fs)
     targets = args.paths or ["/"]
     headers = len(targets) > 1 or args.recursive
     first = True
@@ -69,7 +70,7 @@ async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             out.error(str(exc))
             continue
         if attr.kind is not FileKind.DIRECTORY or args.directory:
-            await _print_entry(fs, args, path, path, attr)
+            await _print_entry(fs, args, names, path, path, attr)
             first = False
             continue
         queue = [path]
@@ -82,7 +83,7 @@ async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             try:
                 async for entry in fs.scandir(directory, plus=args.long or args.inode):
                     full = paths.join(directory, entry.name)
-                    await _print_entry(fs, args, entry.name, full, entry.attr, entry.ino)
+                    await _print_entry(fs, args, names, entry.name, full, entry.attr, entry.ino)
                     if args.recursive and entry.kind is FileKind.DIRECTORY:
                         subdirs.append(full)
             except PlasmaError as exc:
@@ -109,6 +110,7 @@ async def _given_path(fs: Client, path: str, *, follow: bool) -> Attr:
 async def _print_entry(
     fs: Client,
     args: argparse.Namespace,
+    names: account_commands.KnownNames,
     name: str,
     full: str,
     attr: Attr | None,
@@ -117,7 +119,10 @@ async def _print_entry(
     if args.long:
         assert attr is not None
         target = await fs.readlink(full) if attr.kind is FileKind.SYMLINK else None
-        print(formatting.long_line(name, attr, inode=args.inode, target=target))
+        line = formatting.long_line(
+            name, attr, inode=args.inode, target=target, names=await names.get()
+        )
+        print(line)
     elif args.inode:
         print(f"{(attr.ino if attr else ino):>10} {name}")
     else:
@@ -249,7 +254,10 @@ async def change_mode(t: Transaction, path: str, mode: Mode, umask: int) -> None
 
 
 async def cmd_chown(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
-    uid, gid = parse_owner(args.owner)
+    # Names are the cluster's, not this host's; ids alone need no listing.
+    names_given = names_owner(args.owner)
+    known = await account_commands.KnownNames(fs).get() if names_given else formatting.NUMBERS
+    uid, gid = parse_owner(args.owner, known.uids(), known.gids())
 
     async def one(path: str) -> None:
         await fs.chown(path, uid, gid)
@@ -258,8 +266,11 @@ async def cmd_chown(fs: Client, args: argparse.Namespace, out: Reporter) -> None
 
 
 async def cmd_stat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    names = account_commands.KnownNames(fs)
+
     async def one(path: str) -> None:
-        print(formatting.stat_block(paths.normalize(path), await fs.lookup(path)))
+        attr = await fs.lookup(path)
+        print(formatting.stat_block(paths.normalize(path), attr, await names.get()))
 
     await out.each(args.paths, one)
 
@@ -385,6 +396,12 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     from plasmafs.client import health
 
     action = args.admin_command
+    if action == "user":
+        await account_commands.cmd_user(fs, args)
+        return
+    if action == "group":
+        await account_commands.cmd_group(fs, args)
+        return
     if action == "datanodes":
         print(health.datanode_table(await fs.datanodes()))
         return
@@ -398,14 +415,18 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
         print(f"removed datanode {datanode_id}; {len(left)} datanode(s) left")
 
 
+DATANODE_ACTIONS = ("decommission", "recommission", "remove")
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse bad numbers before connecting, with one line as every error."""
     if args.command == "mv" and len(args.paths) < 2:
         raise InvalidArgumentError("mv needs a source and a destination")
     if args.command == "setrep":
         parse_count(args.replication, "replication", MAX_REPLICATION)
-    if args.command == "admin" and args.admin_command != "datanodes":
+    if args.command == "admin" and args.admin_command in DATANODE_ACTIONS:
         parse_count(args.datanode_id, "datanode id")
+    account_commands.check_arguments(args)
 
 
 # --- argument helpers ---------------------------------------------------------------------
@@ -518,6 +539,7 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "fsck": cmd_fsck,
     "setrep": cmd_setrep,
     "admin": cmd_admin,
+    "whoami": account_commands.cmd_whoami,
 }
 
 

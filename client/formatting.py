@@ -1,33 +1,42 @@
-"""How the CLI shows attributes (`ls -l` lines, `stat` blocks, `fsstat` reports) and
-reads them from its arguments (modes as chmod(1) takes them, owners, groups)."""
+"""How the CLI shows attributes (`ls -l` lines, `stat` blocks, `fsstat` reports, tables)
+and the names of owners and groups in them."""
 
 from __future__ import annotations
 
-import grp
-import pwd
 import stat as statmod
 import time
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from plasmafs.client.attributes import Attr, FileKind, FsStat
 
 
-@lru_cache(maxsize=1024)
-def user_name(uid: int) -> str:
-    """The local name of `uid`, or the number."""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
+@dataclass(frozen=True)
+class OwnerNames:
+    """The names of uids and gids the namenode knows (not this host's: they may differ
+    from the cluster's); an unknown id shows as its number."""
+
+    users: Mapping[int, str] = field(default_factory=dict)
+    groups: Mapping[int, str] = field(default_factory=dict)
+
+    def user(self, uid: int) -> str:
+        """The name of `uid`, or the number."""
+        return self.users.get(uid, str(uid))
+
+    def group(self, gid: int) -> str:
+        """The name of `gid`, or the number."""
+        return self.groups.get(gid, str(gid))
+
+    def uids(self) -> dict[str, int]:
+        """Users' uids by name."""
+        return {name: uid for uid, name in self.users.items()}
+
+    def gids(self) -> dict[str, int]:
+        """Groups' gids by name."""
+        return {name: gid for gid, name in self.groups.items()}
 
 
-@lru_cache(maxsize=1024)
-def group_name(gid: int) -> str:
-    """The local name of `gid`, or the number."""
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+NUMBERS = OwnerNames()  # no names known: ids show as numbers
 
 
 def mode_string(attr: Attr) -> str:
@@ -40,19 +49,26 @@ def time_string(ns: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ns / 1e9))
 
 
-def long_line(name: str, attr: Attr, *, inode: bool, target: str | None = None) -> str:
+def long_line(
+    name: str,
+    attr: Attr,
+    *,
+    inode: bool,
+    target: str | None = None,
+    names: OwnerNames = NUMBERS,
+) -> str:
     """One `ls -l` line: mode, links, replication, owner, group, size, mtime, name."""
     replication = str(attr.replication) if attr.kind is FileKind.FILE else "-"
     line = (
-        f"{mode_string(attr)} {attr.nlink:>3} {replication:>2} {user_name(attr.uid):<8} "
-        f"{group_name(attr.gid):<8} {attr.size:>12} {time_string(attr.mtime_ns)} {name}"
+        f"{mode_string(attr)} {attr.nlink:>3} {replication:>2} {names.user(attr.uid):<8} "
+        f"{names.group(attr.gid):<8} {attr.size:>12} {time_string(attr.mtime_ns)} {name}"
     )
     if target is not None:
         line += f" -> {target}"
     return f"{attr.ino:>10} {line}" if inode else line
 
 
-def stat_block(path: str, attr: Attr) -> str:
+def stat_block(path: str, attr: Attr, names: OwnerNames = NUMBERS) -> str:
     """The `pfs stat` report of one path."""
     kind = {
         FileKind.FILE: "regular file",
@@ -65,7 +81,8 @@ def stat_block(path: str, attr: Attr) -> str:
             f"  Size: {attr.size:<12} Blocksize: {attr.blocksize:<10} {kind}",
             f" Inode: {attr.ino:<12} Links: {attr.nlink:<6} Replication: {attr.replication}",
             f"Access: ({attr.mode:04o}/{mode_string(attr)})"
-            f"  Uid: ({attr.uid}/{user_name(attr.uid)})  Gid: ({attr.gid}/{group_name(attr.gid)})",
+            f"  Uid: ({attr.uid}/{names.user(attr.uid)})"
+            f"  Gid: ({attr.gid}/{names.group(attr.gid)})",
             f"Modify: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(attr.mtime_ns / 1e9))}"
             f".{attr.mtime_ns % 1_000_000_000:09d}",
             f"Change: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(attr.ctime_ns / 1e9))}"
@@ -108,3 +125,16 @@ def aligned(rows: list[tuple[str, str]], indent: str = "") -> str:
     """`label: value` lines with the values in one column."""
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(f"{indent}{label + ':':<{width}}{value}" for label, value in rows)
+
+
+def table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> str:
+    """Rows (the first is the header) in columns two spaces apart; the columns in `right`
+    (numbers) right-aligned, the others left-aligned."""
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(
+            cell.rjust(widths[k]) if k in right else cell.ljust(widths[k])
+            for k, cell in enumerate(row)
+        ).rstrip()
+        for row in rows
+    )

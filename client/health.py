@@ -12,7 +12,7 @@ from plasmafs.client.admin import (
     FsckSummary,
 )
 from plasmafs.client.attributes import ReplicaState
-from plasmafs.client.formatting import aligned, human_bytes
+from plasmafs.client.formatting import aligned, human_bytes, table
 
 # What a block group can be, most serious first, with how fsck names it.
 _PROBLEMS = (
@@ -138,16 +138,7 @@ def datanode_table(datanodes: list[DatanodeStatus]) -> str:
         )
         for d in datanodes
     ]
-    widths = [max(len(row[k]) for row in rows) for k in range(len(DATANODE_HEADER))]
-    # Numbers right-aligned, words left-aligned.
-    right = {0, 3, 4, 5, 7}
-    return "\n".join(
-        "  ".join(
-            cell.rjust(widths[k]) if k in right else cell.ljust(widths[k])
-            for k, cell in enumerate(row)
-        ).rstrip()
-        for row in rows
-    )
+    return table(rows, right=frozenset({0, 3, 4, 5, 7}))
 
 
 def datanode_line(d: DatanodeStatus) -> str:

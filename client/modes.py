@@ -1,14 +1,12 @@
 """Modes and owners as the command line gives them: octal and symbolic modes (applied as
-chmod(1) applies them) and OWNER[:GROUP] with names or ASCII decimal ids."""
+chmod(1) applies them) and OWNER[:GROUP] with names (the cluster's) or ASCII decimal ids."""
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import re
 import stat as statmod
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from plasmafs.client.errors import InvalidArgumentError
@@ -123,24 +121,40 @@ def process_umask() -> int:
     return mask
 
 
-def parse_owner(text: str) -> tuple[int | None, int | None]:
-    """OWNER, OWNER:GROUP or :GROUP, each a name or ASCII decimal digits."""
-    owner, colon, group = text.partition(":")
-    if not group and (colon or not owner):
-        raise InvalidArgumentError(f"invalid owner {text!r}: give OWNER, OWNER:GROUP or :GROUP")
-    uid = _lookup_id(owner, lambda n: pwd.getpwnam(n).pw_uid, "user") if owner else None
-    gid = _lookup_id(group, lambda n: grp.getgrnam(n).gr_gid, "group") if group else None
+def parse_owner(
+    text: str,
+    users: Mapping[str, int] | None = None,
+    groups: Mapping[str, int] | None = None,
+) -> tuple[int | None, int | None]:
+    """OWNER, OWNER:GROUP or :GROUP, each ASCII decimal digits or a name found in `users`
+    or `groups` (uids and gids by name: the namenode's, asked for only when
+    `names_owner` says the argument holds a name)."""
+    owner, group = _split_owner(text)
+    uid = _lookup_id(owner, users or {}, "user") if owner else None
+    gid = _lookup_id(group, groups or {}, "group") if group else None
     return uid, gid
 
 
-def _lookup_id(text: str, by_name: Callable[[str], int], what: str) -> int:
+def names_owner(text: str) -> bool:
+    """Whether OWNER[:GROUP] names a user or group rather than giving ids only."""
+    return any(part and not _DECIMAL.fullmatch(part) for part in _split_owner(text))
+
+
+def _split_owner(text: str) -> tuple[str, str]:
+    owner, colon, group = text.partition(":")
+    if not group and (colon or not owner):
+        raise InvalidArgumentError(f"invalid owner {text!r}: give OWNER, OWNER:GROUP or :GROUP")
+    return owner, group
+
+
+def _lookup_id(text: str, by_name: Mapping[str, int], what: str) -> int:
     # Not str.isdigit()/int(): they take other scripts' digits ("٣" would be 3).
     if _DECIMAL.fullmatch(text):
         value = int(text)
         if value > 0xFFFFFFFF:
             raise InvalidArgumentError(f"{what} id {text} is out of range")
         return value
-    try:
-        return by_name(text)
-    except KeyError:
-        raise InvalidArgumentError(f"unknown {what} {text!r}") from None
+    found = by_name.get(text)
+    if found is None:
+        raise InvalidArgumentError(f"unknown {what} {text!r}")
+    return found

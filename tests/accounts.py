@@ -16,6 +16,8 @@ from plasmafs.namenode.account_store import AccountStore, OneConnection
 
 STAFF_GID = 2000
 UIDS = {"root": 0, "alice": 1001, "bob": 1002}
+USER_NAMES = {uid: name for name, uid in UIDS.items()}
+GROUP_NAMES = {**USER_NAMES, STAFF_GID: "staff"}  # each user has a group of its name and id
 
 # (credential id, user, secret, label, expires_at and revoked_at as SQL): known secrets,
 # so tests hold tokens without asking the database.

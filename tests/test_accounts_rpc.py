@@ -24,6 +24,7 @@ from plasmafs.client.errors import (
     OperationNotPermittedError,
 )
 from tests.accounts import STAFF_GID, TOKENS, UIDS
+from tests.cli_runner import Pfs, assert_ok
 from tests.cluster import NamenodeProcess
 
 ALICE_CREDENTIAL = 2  # tests/accounts.py: alice's live credential
@@ -197,6 +198,20 @@ async def test_other_users_may_only_list_names(fs: Client) -> None:
             with pytest.raises(OperationNotPermittedError, match="only a superuser"):
                 await call
     assert "mallory" not in [u.name for u in (await (await accounts(fs)).principals()).users]
+
+
+async def test_ls_shows_the_owner_s_name(fs: Client, pfs: Pfs) -> None:
+    await fs.mkdir("/home")
+    await fs.mkdir("/home/alice")
+    await fs.chown("/home/alice", UIDS["alice"], UIDS["alice"])
+    async with Client(fs.address, token=TOKENS["alice"]) as alice:
+        await alice.create("/home/alice/notes")
+    fields = pfs("ls", "-l", "/home/alice").out.split()
+    assert fields[3:5] == ["alice", "alice"] and fields[-1] == "notes"
+    await fs.chown("/home/alice/notes", 4321, STAFF_GID)
+    result = pfs("ls", "-l", "/home/alice")
+    assert_ok(result, None)
+    assert result.out.split()[3:5] == ["4321", "staff"]
 
 
 async def test_an_insecure_namenode_has_no_accounts(dsn: str, tmp_path: Path) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
 import os
-import pwd
 import signal
 import socket
 import time
@@ -24,6 +22,7 @@ from plasmafs.client import Client, FileKind, SyncClient
 from plasmafs.client.attributes import Attr
 from plasmafs.client.local.cluster import load_state, process_alive
 from plasmafs.client.local.postgres import postgres_running, stop_postgres
+from tests.accounts import GROUP_NAMES, USER_NAMES
 from tests.cli_runner import Pfs, assert_error, assert_ok, clean_env, run_pfs
 from tests.cluster import NamenodeProcess
 
@@ -31,17 +30,13 @@ from tests.cluster import NamenodeProcess
 
 
 def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
+    """The owner `ls -l` shows: the cluster's name of `uid` (not this host's), else the id."""
+    return USER_NAMES.get(uid, str(uid))
 
 
 def group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+    """The group `ls -l` shows: the cluster's name of `gid`, else the id."""
+    return GROUP_NAMES.get(gid, str(gid))
 
 
 def minute(ns: int) -> str:
