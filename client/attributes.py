@@ -144,6 +144,7 @@ class Replica:
     host: str = ""
     local_socket: str = ""
     state: ReplicaState = ReplicaState.LIVE
+    plaintext: bool = False  # the datanode serves its data port without TLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +192,7 @@ class BlockList:
                             r.host,
                             r.local_socket,
                             ReplicaState(r.state),
+                            r.plaintext,
                         )
                         for r in e.replicas
                     ),

@@ -23,11 +23,10 @@ from plasmafs.client import channels
 from plasmafs.client.errors import AuthenticationError, ConnectionLostError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import error_from_rpc
+from plasmafs.client.rpc_status import USER_METADATA_KEY, error_from_rpc
 from plasmafs.client.security import ChannelTLS, open_channel
 
 CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
-USER_METADATA = "pfs-user"  # the namenode's initial metadata: whom it authenticated
 
 
 class Connection:
@@ -89,8 +88,8 @@ class Connection:
             raise ConnectionLostError(
                 f"the namenode at {self.address} did not accept the connection: {exc}"
             ) from None
-        if any(key == USER_METADATA for key, _ in metadata or ()):
-            self.user = next(str(v) for k, v in metadata if k == USER_METADATA)
+        if any(key == USER_METADATA_KEY for key, _ in metadata or ()):
+            self.user = next(str(v) for k, v in metadata if k == USER_METADATA_KEY)
             return
         await asyncio.wait([self._reader], timeout=timeout)  # it ends with the status
         reason = self._closed or ConnectionLostError(f"{self.address} ended the stream")

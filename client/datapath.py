@@ -24,17 +24,20 @@ class DataChannels:
 
     def __init__(self, local_reads: bool | None = None, tls: ChannelTLS | None = None) -> None:
         self.tls = tls
-        self._stubs: dict[str, DatanodeStub] = {}
+        self._stubs: dict[tuple[str, bool], DatanodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
         self.local = LocalReads(local_reads)
 
-    def stub(self, address: str) -> DatanodeStub:
-        """The stub for a datanode address."""
-        stub = self._stubs.get(address)
+    def stub(self, replica: Replica) -> DatanodeStub:
+        """The stub for a replica's datanode: over TLS unless the namenode says that
+        datanode serves its data in plaintext (tickets still authorize every call)."""
+        key = (replica.address, replica.plaintext)
+        stub = self._stubs.get(key)
         if stub is None:
-            channel = open_channel(address, channels.DATA_CHANNEL, self.tls)
+            tls = None if replica.plaintext else self.tls
+            channel = open_channel(replica.address, channels.DATA_CHANNEL, tls)
             self._channels.append(channel)
-            stub = self._stubs[address] = DatanodeStub(channel)
+            stub = self._stubs[key] = DatanodeStub(channel)
         return stub
 
     async def close(self) -> None:
@@ -79,7 +82,7 @@ async def read_range(
         offset=offset,
         length=length,
     )
-    call = channels.stub(replica.address).ReadBlocks(request)
+    call = channels.stub(replica).ReadBlocks(request)
     try:
         async for chunk in call:
             yield chunk
@@ -120,7 +123,7 @@ async def write_range(
                 yield dataframes.frame_write_data(data)
 
     try:
-        reply = await channels.stub(replica.address).WriteBlocks(requests())
+        reply = await channels.stub(replica).WriteBlocks(requests())
     except grpc.RpcError as exc:
         raise data_error(exc, replica) from exc
     return int(reply.bytes_written)

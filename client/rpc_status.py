@@ -21,6 +21,7 @@ from plasmafs.client.errors import (
 )
 
 ERRNO_METADATA_KEY = "pfs-errno"
+USER_METADATA_KEY = "pfs-user"  # a Session's initial metadata: whom the namenode authenticated
 T = TypeVar("T")
 
 _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {

@@ -75,7 +75,7 @@ class Copier:
         self.bytes = 0  # bytes written into the volume by copies, failed ones included
         self._queue: dict[int, pb.CopyTask] = {}  # in arrival order
         self._running: dict[int, asyncio.Task[None]] = {}
-        self._channels: dict[str, tuple[grpc.aio.Channel, ReadBlocks]] = {}
+        self._channels: dict[tuple[str, bool], tuple[grpc.aio.Channel, ReadBlocks]] = {}
 
     @property
     def running(self) -> int:
@@ -196,7 +196,7 @@ class Copier:
             block_start=task.source_block_start,
             block_count=task.block_count,
         )
-        call = self._reader(task.source_address)(request)
+        call = self._reader(task.source_address, task.source_plaintext)(request)
         received = written = 0
         pending = bytearray()
         # One block write runs in a thread while the next message arrives.
@@ -246,11 +246,14 @@ class Copier:
     def _write(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
         self.volume.write_blocks(block_start, data, around_cache=True)
 
-    def _reader(self, address: str) -> ReadBlocks:
-        cached = self._channels.get(address)
+    def _reader(self, address: str, plaintext: bool) -> ReadBlocks:
+        cached = self._channels.get((address, plaintext))
         if cached is None:
-            channel = open_channel(address, channels.DATA_CHANNEL, self.tls)
-            cached = self._channels[address] = (channel, DatanodeStub(channel).ReadBlocks)
+            channel = open_channel(address, channels.DATA_CHANNEL, None if plaintext else self.tls)
+            cached = self._channels[address, plaintext] = (
+                channel,
+                DatanodeStub(channel).ReadBlocks,
+            )
         return cached[1]
 
 

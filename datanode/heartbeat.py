@@ -83,6 +83,7 @@ class NamenodeLink:
             address=self.address,
             blocksize=self.volume.info.blocksize,
             capacity_blocks=self.volume.info.capacity_blocks,
+            plaintext=self.settings.tls_cert is None or not self.settings.data_tls,
         )
         loop = asyncio.get_running_loop()
         limit = self.settings.register_timeout if timeout is None else timeout
@@ -238,6 +239,11 @@ class Heartbeats:
         self._act(reply)
 
     def _act(self, reply: pb.HeartbeatReply) -> None:
+        registration = self.link.registration
+        revoked = frozenset(reply.revoked_credentials)
+        if revoked != registration.revoked:
+            log.info("tickets of %d revoked credentials are refused", len(revoked))
+            registration.revoked = revoked
         if reply.cancel:
             log.info("the namenode cancels copy tasks %s", ", ".join(map(str, reply.cancel)))
             self.copier.cancel(list(reply.cancel))

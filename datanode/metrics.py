@@ -54,6 +54,10 @@ def values(
             "Heartbeats in a row that got no answer",
             heartbeats.failed,
         ),
+        "pfs_datanode_revoked_credentials": (
+            "Credentials whose tickets are refused (revoked within a ticket lifetime)",
+            len(heartbeats.link.registration.revoked),
+        ),
     }
 
 

@@ -11,11 +11,13 @@ from plasmafs.datanode.volume import Volume
 
 
 class Registration:
-    """This datanode's id and the ticket secret, once registered."""
+    """This datanode's id and the ticket secret, once registered, and the credentials
+    whose tickets the namenode last said to refuse."""
 
     def __init__(self) -> None:
         self.datanode_id = 0
         self.secret = b""
+        self.revoked: frozenset[int] = frozenset()
 
 
 def authorize(
@@ -31,5 +33,13 @@ def authorize(
     this datanode's volume."""
     if not registration.secret:
         raise StorageError("the datanode has not registered with a namenode yet")
-    tickets.check(registration.secret, ticket, registration.datanode_id, start, count, write=write)
+    tickets.check(
+        registration.secret,
+        ticket,
+        registration.datanode_id,
+        start,
+        count,
+        write=write,
+        revoked=registration.revoked,
+    )
     volume.check_range(start, count)

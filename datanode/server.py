@@ -74,7 +74,9 @@ async def _serve(
     server = grpc.aio.server(options=channels.DATANODE_SERVER)
     add_to_server(servicer, server)
     tls = settings.channel_tls()
-    port = add_port(server, settings.listen, settings.server_tls())
+    # Data in plaintext (data_tls = false) for trusted networks: tickets still authorize
+    # every call, and the registry link keeps its TLS and certificate.
+    port = add_port(server, settings.listen, settings.server_tls() if settings.data_tls else None)
     if port == 0:
         raise ConfigError(f"cannot listen on {settings.listen}")
     host = settings.listen.rpartition(":")[0]

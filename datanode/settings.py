@@ -26,6 +26,12 @@ class DatanodeSettings(DaemonSettings):
     capacity: int = Field(default=1024**3, description="volume size in bytes (e.g. 20G)")
     blocksize: int = Field(default=1024 * 1024, description="must equal the cluster's")
     listen: str = Field(default="127.0.0.1:0", description="host:port for gRPC")
+    data_tls: bool = Field(
+        default=True,
+        description="serve block reads and writes over TLS; false sends the bulk data in "
+        "plaintext on a trusted network (tickets still authorize every call; a sniffed "
+        "ticket can be replayed until it expires)",
+    )
     advertise: str | None = Field(default=None, description="host:port clients use")
     namenode: str = Field(
         default="127.0.0.1:7531",

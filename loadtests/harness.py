@@ -15,7 +15,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -25,6 +25,7 @@ from loadtests.peak import peak_kib
 from plasmafs.client.local.cluster import (
     cluster_ca,
     daemon_tls_env,
+    ensure_superuser,
     start_datanode_process,
     start_namenode_process,
     stop_process,
@@ -38,6 +39,7 @@ from plasmafs.client.local.postgres import (
 )
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CLIENT_SETTINGS = ("PFS_CLIENT_CA", "PFS_TOKEN_FILE")  # how clients trust and are known
 
 
 @dataclass
@@ -50,6 +52,7 @@ class BenchCluster:
     namenode_address: str
     datanode_pids: list[int]
     metrics_address: str = ""
+    client_env: dict[str, str] = field(default_factory=dict)  # how clients reach it
 
     def dsn(self, database: str = "plasmafs") -> str:
         """DSN of a database on the run's PostgreSQL."""
@@ -70,9 +73,11 @@ def bench_cluster(
     """Start PostgreSQL (embedded), a namenode and `datanodes` datanodes; `metrics` also
     serves the namenode's Prometheus metrics, `namenode_env` and `datanode_env` add
     PFS_NAMENODE_* and PFS_DATANODE_* settings. `secure` (the default, as for a local
-    cluster) runs every daemon with TLS certificates of a CA made in `workdir`, which
-    this process's clients trust for the cluster's lifetime (PFS_CLIENT_CA); otherwise
-    the daemons run insecure, in plaintext."""
+    cluster) runs every daemon with TLS certificates of a CA made in `workdir` and makes
+    a superuser; for the cluster's lifetime this process's clients (and the processes
+    it starts) trust that CA and act as that superuser (PFS_CLIENT_CA, PFS_TOKEN_FILE:
+    `client_env`). Otherwise the daemons run insecure, in plaintext, and clients are
+    told nothing."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="pfs-bench-"))
     pg = start_postgres(workdir / "postgres")
     pid = 0
@@ -83,11 +88,8 @@ def bench_cluster(
             return daemon_tls_env(workdir, role, name)
         return {f"PFS_{role.upper()}_INSECURE": "true"}
 
-    trusted = os.environ.get("PFS_CLIENT_CA")
-    if secure:
-        os.environ["PFS_CLIENT_CA"] = str(cluster_ca(workdir))
-    else:
-        os.environ.pop("PFS_CLIENT_CA", None)
+    saved = {k: os.environ.pop(k, None) for k in CLIENT_SETTINGS}
+    client_env: dict[str, str] = {}
     env = {
         "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
         **security("namenode", "namenode"),
@@ -98,6 +100,12 @@ def bench_cluster(
         env["PFS_NAMENODE_METRICS_LISTEN"] = metrics_address
     try:
         asyncio.run(create_database(pg.dsn(), "plasmafs"))
+        if secure:
+            client_env = {
+                "PFS_CLIENT_CA": str(cluster_ca(workdir)),
+                "PFS_TOKEN_FILE": str(ensure_superuser(workdir, pg.dsn("plasmafs"))),
+            }
+            os.environ.update(client_env)
         pid, address, registry = start_namenode_process(
             workdir, pg.dsn("plasmafs"), "127.0.0.1:0", "127.0.0.1:0", extra_env=env
         )
@@ -110,7 +118,7 @@ def bench_cluster(
                 extra_env={**security("datanode", f"datanode-{k + 1}"), **(datanode_env or {})},
             )
             dn_pids.append(dn_pid)
-        yield BenchCluster(workdir, pg, pid, address, dn_pids, metrics_address)
+        yield BenchCluster(workdir, pg, pid, address, dn_pids, metrics_address, client_env)
     finally:
         for dn in dn_pids:
             stop_process(dn, "plasmafs.datanode")
@@ -118,10 +126,10 @@ def bench_cluster(
             stop_process(pid, "plasmafs.namenode")
         stop_postgres(pg.datadir)
         shutil.rmtree(workdir, ignore_errors=True)
-        if trusted is None:
-            os.environ.pop("PFS_CLIENT_CA", None)
-        else:
-            os.environ["PFS_CLIENT_CA"] = trusted
+        for key, value in saved.items():
+            os.environ.pop(key, None)
+            if value is not None:
+                os.environ[key] = value
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -75,6 +75,7 @@ class DatanodeRegistry:
         capacity: int,
         local_socket: str = "",
         principal: str | None = None,
+        plaintext: bool = False,
     ) -> DatanodeRow:
         """Admit a datanode (new, or known by its volume identity); AuthenticationError
         when the volume is bound to another principal than the caller's."""
@@ -93,7 +94,7 @@ class DatanodeRegistry:
         except ValueError:
             raise ConfigError(f"not a volume identity: {identity!r}") from None
         row = await self.store.register_datanode(
-            identity, host, address, blocksize, capacity, local_socket, principal
+            identity, host, address, blocksize, capacity, local_socket, principal, plaintext
         )
         if row is None:
             raise AuthenticationError(

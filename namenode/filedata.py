@@ -93,8 +93,11 @@ class FileData:
 
     # --- changes ----------------------------------------------------------------------------
 
-    async def allocate(self, txn: Txn, inode: Inode, file_index: int, count: int) -> list[Extent]:
-        """Reserve `count` blocks from `file_index` on `replication` datanodes each."""
+    async def allocate(
+        self, txn: Txn, inode: Inode, file_index: int, count: int, credential: int = 0
+    ) -> list[Extent]:
+        """Reserve `count` blocks from `file_index` on `replication` datanodes each, with
+        write tickets issued to `credential`."""
         if inode.kind is not FileKind.FILE:
             raise IsDirectoryError("blocks belong to files")
         if not 1 <= count <= MAX_ALLOCATE:
@@ -119,17 +122,17 @@ class FileData:
                 cs.reserved.append((datanode, start, p.count))
                 row = ExtentRow(position, p.count, datanode, start)
                 cs.extents_added[(ino, position, datanode)] = row
-                replicas.append(self._grant(row, write=True))
+                replicas.append(self._grant(row, write=True, credential=credential))
             grants.append(Extent(position, p.count, tuple(replicas)))
             position += p.count
         cs.extents_changed.add(ino)
         return grants
 
     async def blocks(
-        self, txn: Txn | None, inode: Inode, file_index: int, count: int
+        self, txn: Txn | None, inode: Inode, file_index: int, count: int, credential: int = 0
     ) -> list[Extent]:
         """The extents covering [file_index, file_index + count) (count 0: to the end),
-        with read tickets."""
+        with read tickets issued to `credential`."""
         if inode.kind is not FileKind.FILE:
             raise IsDirectoryError("blocks belong to files")
         # Noted before the block list is read: a commit that releases these blocks while
@@ -147,7 +150,14 @@ class FileData:
             # Live replicas first: a reader tries them before the others.
             states.sort(key=lambda item: item[0] is not ReplicaState.LIVE)
             extents.append(
-                Extent(fi, n, tuple(self._grant(r, write=False, state=st) for st, r in states))
+                Extent(
+                    fi,
+                    n,
+                    tuple(
+                        self._grant(r, write=False, state=st, credential=credential)
+                        for st, r in states
+                    ),
+                )
             )
         return extents
 
@@ -252,7 +262,12 @@ class FileData:
             cs.released.append((datanode, start, count))
 
     def _grant(
-        self, row: ExtentRow, *, write: bool, state: ReplicaState = ReplicaState.LIVE
+        self,
+        row: ExtentRow,
+        *,
+        write: bool,
+        state: ReplicaState = ReplicaState.LIVE,
+        credential: int = 0,
     ) -> Replica:
         ticket = tickets.sign(
             self.registry.secret,
@@ -261,6 +276,7 @@ class FileData:
             row.block_count,
             write=write,
             ttl_seconds=self.ticket_ttl,
+            credential=credential,
         )
         node = self.registry.row(row.datanode_id)
         return Replica(
@@ -271,6 +287,7 @@ class FileData:
             node.host if node else "",
             node.local_socket if node else "",
             state,
+            node.plaintext if node else False,
         )
 
     # --- replica changes (re-replication) ----------------------------------------------------

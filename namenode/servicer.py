@@ -9,11 +9,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client.connection import USER_METADATA
 from plasmafs.client.errors import AuthenticationError, NotFoundError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import abort_with, answered
+from plasmafs.client.rpc_status import USER_METADATA_KEY, abort_with, answered
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.metrics import NamenodeMetrics
@@ -66,7 +65,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         except PlasmaError as exc:
             await abort_with(context, exc)
             return
-        await context.send_initial_metadata(((USER_METADATA, who.name),))
+        await context.send_initial_metadata(((USER_METADATA_KEY, who.name),))
         session = Session(
             self.namespace, self.settings, context.peer(), self.counters, self.metrics, who
         )
@@ -78,6 +77,12 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
                 AuthenticationError("credential expired"),
             )
         self.open_sessions.add(session)
+        try:
+            # A revocation applied while this stream was being admitted found no session
+            # to cut: check again now that revocations will find it.
+            self.gate.user(context)
+        except PlasmaError as exc:
+            session.cut(exc)
         try:
             await session.run(request_iterator, context.write)
         except PlasmaError as exc:
@@ -144,6 +149,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             request.capacity_blocks,
             request.local_socket,
             principal,
+            request.plaintext,
         )
         await self.monitor.datanode_returned(row.datanode_id)
         return pb.RegisterReply(
@@ -162,7 +168,13 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
         self._principal(context, request.datanode_id)
-        return await self.monitor.heartbeat(request.datanode_id, request)
+        reply = await self.monitor.heartbeat(request.datanode_id, request)
+        principals = self.gate.principals
+        if principals is not None:
+            # Tickets live ticket_ttl: a credential revoked longer ago has none left.
+            cutoff = time.time() - self.monitor.ticket_ttl
+            reply.revoked_credentials.extend(principals.revoked_since(cutoff))
+        return reply
 
     async def UsedBlocks(
         self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext

@@ -66,6 +66,7 @@ class DatanodeRow:
     local_socket: str = ""
     admin_state: int = 0  # 0 normal, 1 decommissioning, 2 decommissioned
     principal: str | None = None  # the certificate name the volume is bound to
+    plaintext: bool = False  # its data port runs without TLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +319,7 @@ class Store:
         capacity: int,
         local_socket: str,
         principal: str | None = None,
+        plaintext: bool = False,
     ) -> DatanodeRow | None:
         """Insert a datanode, or update the addresses of a known identity; a volume is
         bound to the first principal that registers it. None when it is bound to another
@@ -326,11 +328,12 @@ class Store:
         async with self._read() as conn:
             row = await conn.fetchrow(
                 """INSERT INTO datanodes (identity, host, address, blocksize, capacity_blocks,
-                                          local_socket, principal)
-                   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)
+                                          local_socket, principal, plaintext)
+                   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8)
                    ON CONFLICT ON CONSTRAINT datanodes_identity_key DO UPDATE
                    SET host = EXCLUDED.host, address = EXCLUDED.address,
                        local_socket = EXCLUDED.local_socket,
+                       plaintext = EXCLUDED.plaintext,
                        principal = COALESCE(datanodes.principal, EXCLUDED.principal)
                    WHERE EXCLUDED.principal IS NULL OR datanodes.principal IS NULL
                       OR datanodes.principal = EXCLUDED.principal
@@ -342,6 +345,7 @@ class Store:
                 capacity,
                 local_socket,
                 principal,
+                plaintext,
             )
         return _datanode(row) if row is not None else None
 
@@ -482,6 +486,7 @@ def _datanode(row: asyncpg.Record) -> DatanodeRow:
         row["local_socket"],
         row["admin_state"],
         row["principal"],
+        row["plaintext"],
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 _ISOLATED = ("PFS_CLIENT_NAMENODE", "PFS_HOME", "PFS_NAMENODE_DSN")
 # How clients trust and are known to the test run's own cluster.
-_CLUSTER_TRUST = ("PFS_CLIENT_CA", "PFS_TOKEN_FILE")
+CLUSTER_TRUST = ("PFS_CLIENT_CA", "PFS_TOKEN_FILE")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def clean_env(home: Path, namenode: str | None = None) -> dict[str, str]:
     """The environment without any inherited plasmafs or PostgreSQL settings. With a
     `namenode`, the CLI trusts the run's CA (PFS_CLIENT_CA); without, it finds the
     cluster and its CA in `home`, as after `pfs local up`."""
-    isolated = _ISOLATED if namenode is not None else (*_ISOLATED, *_CLUSTER_TRUST)
+    isolated = _ISOLATED if namenode is not None else (*_ISOLATED, *CLUSTER_TRUST)
     env = {k: v for k, v in os.environ.items() if k not in isolated and not k.startswith("PG")}
     env["PFS_HOME"] = str(home)
     if namenode is not None:

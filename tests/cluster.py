@@ -27,6 +27,7 @@ import grpc
 
 from plasmafs.client.local.cluster import cluster_ca, daemon_tls_env, start_daemon
 from plasmafs.client.local.postgres import create_database as create_postgres_database
+from plasmafs.client.security import ChannelTLS
 from plasmafs.namenode.migrator import migrate
 from tests.accounts import TOKENS, insert_test_accounts
 
@@ -59,6 +60,12 @@ def client_tls() -> grpc.ChannelCredentials:
     """Credentials of a client trusting the run's CA, for tests that call gRPC raw."""
     assert _pki_home is not None, "use_pki() was not called (the conftest fixture does)"
     return grpc.ssl_channel_credentials(cluster_ca(_pki_home).read_bytes())
+
+
+def trust_run_ca() -> ChannelTLS:
+    """How an in-process caller (a copier under test) verifies the run's daemons."""
+    assert _pki_home is not None, "use_pki() was not called (the conftest fixture does)"
+    return ChannelTLS.from_files(cluster_ca(_pki_home))
 
 
 def channel(address: str) -> grpc.Channel:

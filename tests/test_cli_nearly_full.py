@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from plasmafs.client import Client, FileWriter
+from tests.cli_runner import CLUSTER_TRUST
 from tests.conftest import TEST_CAPACITY, DataCluster
 
 BS = 64 * 1024
@@ -16,7 +17,11 @@ BLOCKS_PER_DATANODE = TEST_CAPACITY // BS
 
 
 def _put_stdin(cluster: DataCluster, *args: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PFS_", "PG"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PFS_", "PG")) or k in CLUSTER_TRUST
+    }
     env["PFS_CLIENT_NAMENODE"] = cluster.namenode.address
     return subprocess.run(
         [sys.executable, "-m", "plasmafs.client.cli", "put", *args],

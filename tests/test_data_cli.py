@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from plasmafs.client import Client, FileKind, FileWriter, SyncClient
+from tests.cli_runner import CLUSTER_TRUST
 from tests.conftest import DataCluster
 
 BS = 64 * 1024
@@ -18,7 +19,11 @@ BS = 64 * 1024
 def _pfs(
     cluster: DataCluster, *args: str, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PFS_", "PG"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PFS_", "PG")) or k in CLUSTER_TRUST
+    }
     env["PFS_CLIENT_NAMENODE"] = cluster.namenode.address
     return subprocess.run(
         [sys.executable, "-m", "plasmafs.client.cli", *args],

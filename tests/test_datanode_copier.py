@@ -20,7 +20,7 @@ from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.volume import Volume
-from tests.cluster import DatanodeProcess, NamenodeProcess
+from tests.cluster import DatanodeProcess, NamenodeProcess, trust_run_ca
 from tests.conftest import DataCluster
 
 BS = 64 * 1024
@@ -69,6 +69,7 @@ def make_target(
         options["bandwidth"],  # type: ignore[arg-type]
         options["streams"],  # type: ignore[arg-type]
         target.on_end,
+        trust_run_ca(),
     )
     return target
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from plasmafs.client import ConfigError
 from plasmafs.namenode.migrator import load_migrations, migrate
-from tests.cluster import NamenodeProcess
+from tests.cluster import INSECURE, NamenodeProcess
 
 
 async def test_applying_twice_is_a_no_op(dsn: str) -> None:
@@ -58,10 +59,13 @@ def test_a_second_namenode_on_the_same_database_refuses_to_start(
             namenode.dsn,
             "--listen",
             "127.0.0.1:0",
+            "--registry-listen",
+            "127.0.0.1:0",
         ],
         capture_output=True,
         text=True,
         timeout=60,
+        env=dict(os.environ, **INSECURE["namenode"]),
     )
     assert result.returncode == 1
     assert "another namenode is already serving this database" in result.stderr
@@ -93,6 +97,7 @@ def test_unreachable_postgresql_is_a_one_line_error() -> None:
         capture_output=True,
         text=True,
         timeout=60,
+        env=dict(os.environ, **INSECURE["namenode"]),
     )
     assert result.returncode == 1
     assert "cannot connect to PostgreSQL" in result.stderr

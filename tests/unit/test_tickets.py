@@ -1,0 +1,60 @@
+"""Block tickets: the signature covers every field, the credential included, and a
+ticket of a revoked credential is refused while the namenode's own are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from plasmafs.client import tickets
+from plasmafs.client.errors import PermissionDeniedError
+from plasmafs.client.proto import datanode_pb2 as dpb
+
+SECRET = b"s" * 32
+
+
+def _ticket(credential: int = 7, write: bool = False) -> dpb.Ticket:
+    return tickets.sign(SECRET, 3, 100, 10, write=write, ttl_seconds=60, credential=credential)
+
+
+def test_a_good_ticket_passes() -> None:
+    tickets.check(SECRET, _ticket(), 3, 100, 10, write=False)
+    tickets.check(SECRET, _ticket(write=True), 3, 105, 5, write=True, revoked={8, 9})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("datanode_id", 4),
+        ("block_start", 99),
+        ("block_count", 11),
+        ("write", True),
+        ("expires_unix_ms", 2**62),
+        ("credential", 8),
+    ],
+)
+def test_changing_any_field_breaks_the_signature(field: str, value: object) -> None:
+    ticket = _ticket()
+    setattr(ticket, field, value)
+    with pytest.raises(PermissionDeniedError, match="forged"):
+        tickets.check(SECRET, ticket, ticket.datanode_id, 100, 1, write=False)
+
+
+def test_a_revoked_credentials_ticket_is_refused() -> None:
+    with pytest.raises(PermissionDeniedError, match="revoked"):
+        tickets.check(SECRET, _ticket(credential=7), 3, 100, 1, write=False, revoked={7})
+
+
+def test_the_namenodes_own_tickets_cannot_be_revoked() -> None:
+    tickets.check(SECRET, _ticket(credential=0), 3, 100, 1, write=False, revoked={0})
+
+
+def test_refusals_are_ticket_errors() -> None:
+    with pytest.raises(PermissionDeniedError, match="no ticket"):
+        tickets.check(SECRET, dpb.Ticket(), 3, 100, 1, write=False)
+    with pytest.raises(PermissionDeniedError, match="read ticket"):
+        tickets.check(SECRET, _ticket(), 3, 100, 1, write=True)
+    with pytest.raises(PermissionDeniedError, match="outside"):
+        tickets.check(SECRET, _ticket(), 3, 109, 2, write=False)
+    with pytest.raises(PermissionDeniedError, match="expired"):
+        expired = tickets.sign(SECRET, 3, 100, 10, write=False, ttl_seconds=-1)
+        tickets.check(SECRET, expired, 3, 100, 1, write=False)
