@@ -9,7 +9,6 @@ namenode refuses the credential, every call raises AuthenticationError until clo
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
@@ -301,10 +300,12 @@ class Client:
         )
 
     async def touch(self, path: str, mtime_ns: int | None = None) -> Attr:
-        """Create an empty file, or set the modification time of an existing one."""
-        stamp = time.time_ns() if mtime_ns is None else mtime_ns
+        """Create an empty file, or set the modification time of an existing one (by
+        default to now, by the namenode's clock, which a writer may do, not only the
+        owner)."""
+        now = mtime_ns is None
         try:
-            return await self._one_shot(lambda t: t.setattr(path, mtime_ns=stamp))
+            return await self._one_shot(lambda t: t.setattr(path, mtime_ns=mtime_ns, mtime_now=now))
         except NotFoundError:
             pass
         return await self.create(path)

@@ -352,9 +352,15 @@ class Transaction(Reads):
         mtime_ns: int | None = None,
         size: int | None = None,
         replication: int | None = None,
+        # A flag, typed as the other changes are: callers pass them all as **changes.
+        mtime_now: bool | int | None = False,
     ) -> Awaitable[Attr]:
-        """Change attributes of a path (symlinks followed) or an inode number."""
+        """Change attributes of a path (symlinks followed) or an inode number.
+        `mtime_now` sets the mtime to the namenode's clock: a user who may write the
+        file may do that, while only its owner may set any other mtime."""
         raw = paths.encode(target) if isinstance(target, str) else None
+        if mtime_now and mtime_ns is not None:
+            raise InvalidArgumentError("set the mtime to a time or to now, not both")
         _u32(mode=mode, uid=uid, gid=gid, replication=replication)
         if size is not None and not 0 <= size < 2**63:
             raise InvalidArgumentError(f"size {size} is out of range")
@@ -379,6 +385,7 @@ class Transaction(Reads):
         for name, value in changes.items():
             if value is not None:
                 setattr(q, name, value)
+        q.mtime_now = bool(mtime_now)
         return self._attr(future)
 
 

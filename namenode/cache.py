@@ -89,6 +89,8 @@ def _pop_first(data: dict[K, tuple[V | None, int]]) -> tuple[K, tuple[V | None, 
 
 class NamespaceCache:
     """Inodes by number and entries by (parent, name); None caches "does not exist".
+    `parents` maps an inode to the directory holding its entry (there are no hard
+    links), learnt from every entry read or committed, for checks by inode number.
 
     A directory is *complete* when every one of its entries is in the cache: one this
     namenode created (empty at birth, and every later change passes through commits
@@ -102,6 +104,7 @@ class NamespaceCache:
         self.entries: _Table[tuple[int, str], int] = _Table(entry_limit)
         self.entries.on_evict = self._entry_evicted
         self.extents: _Table[int, tuple[ExtentRow, ...]] = _Table(inode_limit // 4)
+        self.parents: _Table[int, int] = _Table(entry_limit)
         self._complete: dict[int, None] = {}
         self._complete_limit = max(entry_limit, 16)
 
@@ -132,6 +135,12 @@ class NamespaceCache:
     def fill_entry(self, parent: int, name: str, ino: int | None, read_epoch: int) -> None:
         """Remember what a read that began at `read_epoch` found."""
         self.entries.fill((parent, name), ino, read_epoch)
+        if ino is not None:
+            self.parents.fill(ino, parent, read_epoch)
+
+    def fill_parent(self, ino: int, parent: int | None, read_epoch: int) -> None:
+        """Remember the parent a read that began at `read_epoch` found (None: none)."""
+        self.parents.fill(ino, parent, read_epoch)
 
     def begin_commit(self) -> int:
         """Start applying a committed group; returns its epoch."""
@@ -141,6 +150,8 @@ class NamespaceCache:
     def commit_inode(self, ino: int, inode: Inode | None, epoch: int) -> None:
         """Record a committed inode row (None: deleted)."""
         self.inodes.put(ino, inode, epoch)
+        if inode is None:
+            self.parents.put(ino, None, epoch)
 
     def commit_newer_inode(self, inode: Inode, epoch: int) -> None:
         """Record a committed row unless the cache already holds a later version of it."""
@@ -152,6 +163,8 @@ class NamespaceCache:
     def commit_entry(self, parent: int, name: str, ino: int | None, epoch: int) -> None:
         """Record a committed entry (None: removed)."""
         self.entries.put((parent, name), ino, epoch)
+        if ino is not None:
+            self.parents.put(ino, parent, epoch)
 
     def invalidate_all(self) -> None:
         """Forget everything (after a commit whose outcome is unknown)."""
@@ -159,4 +172,5 @@ class NamespaceCache:
         self.inodes.clear(self.epoch)
         self.entries.clear(self.epoch)
         self.extents.clear(self.epoch)
+        self.parents.clear(self.epoch)
         self._complete.clear()

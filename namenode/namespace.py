@@ -1,10 +1,15 @@
 """The namespace rules: path walk, create, remove, rename, attributes, listing.
 
-Everything here works on a transaction's view (committed state seen through the
-cache, plus the transaction's own change set) and never sees SQL. Each operation
+Everything here works on a transaction's view (view.py: committed state seen through
+the cache, plus the transaction's own change set) and never sees SQL. Each operation
 first resolves, locks and validates, and only then changes the change set, so an
 operation that fails leaves its transaction as it was. A lock conflict aborts the
 transaction (its locks are released at once) and raises ConflictError.
+
+Every operation acts for a caller: a change for its transaction's, fixed when the
+transaction began; a read for the `who` it is given. What the caller may do is decided
+by permissions.py; an operation checks it before it takes locks (a refused caller holds
+none of another user's inodes), and again on what it locked, before any change.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from plasmafs.client import paths
@@ -23,7 +28,6 @@ from plasmafs.client.errors import (
     ExistsError,
     InvalidArgumentError,
     IsDirectoryError,
-    LoopError,
     NoSpaceError,
     NotDirectoryError,
     NotEmptyError,
@@ -34,18 +38,32 @@ from plasmafs.client.errors import (
     TransactionError,
 )
 from plasmafs.client.values import check_blocksize, check_mode, check_replication
-from plasmafs.namenode.cache import MISSING, NamespaceCache
+from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
+from plasmafs.namenode.permissions import (
+    R,
+    W,
+    X,
+    check_access,
+    check_chmod,
+    check_chown,
+    check_create,
+    check_remove,
+    check_set_times,
+    new_owner,
+)
+from plasmafs.namenode.principals import SUPERUSER, Principal
 from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
 from plasmafs.namenode.validation import check_cursor
+from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
 
 class ReplicaAccounting(Protocol):
@@ -60,8 +78,6 @@ class ReplicaAccounting(Protocol):
         ...
 
 
-MAX_SYMLINK_HOPS = 40
-MAX_DEPTH = 4096
 INODE_BATCH = 1024  # the inode_numbers sequence's increment
 DIRTREE_LOCK: LockKey = ("dirtree",)
 
@@ -87,6 +103,7 @@ class Namespace:
         self.data = data
         self.leadership = leadership
         self.reader = CoalescingReader(store, cache, read_concurrency)
+        self.view = View(store, cache, self.reader)
         self.locks = LockManager()
         self.committer = Committer(
             store,
@@ -117,9 +134,9 @@ class Namespace:
 
     # --- transactions ----------------------------------------------------------------
 
-    def begin(self, txn_id: int, label: str, lock_wait: float) -> Txn:
-        """A new open transaction."""
-        return Txn(txn_id, LockOwner(f"{label}/{txn_id}"), lock_wait)
+    def begin(self, txn_id: int, label: str, lock_wait: float, who: Principal) -> Txn:
+        """A new open transaction whose operations act as `who`."""
+        return Txn(txn_id, LockOwner(f"{label}/{txn_id}"), lock_wait, who)
 
     async def commit(self, txn: Txn) -> None:
         """Make the transaction's changes durable and visible, then release its locks.
@@ -200,87 +217,27 @@ class Namespace:
         self._ino_next += 1
         return ino
 
-    # --- the transaction's view ---------------------------------------------------------
-
-    async def _committed_inode(self, ino: int) -> Inode | None:
-        cached = self.cache.get_inode(ino)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-        return await self.reader.inode(ino)
-
-    async def _committed_entry(self, parent: int, name: str) -> int | None:
-        cached = self.cache.get_entry(parent, name)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-        return await self.reader.entry(parent, name)
-
-    async def _inode(self, txn: Txn | None, ino: int) -> Inode | None:
-        if txn is not None:
-            cs = txn.cs
-            if ino in cs.inodes:
-                return cs.inodes[ino]
-            committed = await self._committed_inode(ino)
-            if committed is not None and ino in cs.touches:
-                return cs.overlay(committed)
-            return committed
-        return await self._committed_inode(ino)
-
-    async def _entry(self, txn: Txn | None, parent: int, name: str) -> int | None:
-        if txn is not None:
-            key = (parent, name)
-            entries = txn.cs.entries
-            if key in entries:
-                return entries[key]
-        return await self._committed_entry(parent, name)
-
-    async def resolve(self, txn: Txn | None, parts: list[str], follow_last: bool) -> Inode:
-        """The inode a path's components name; symlinks are followed except, unless
-        `follow_last`, in the last component."""
-        ino = ROOT_INO
-        walked: list[str] = []
-        i = 0
-        hops = 0
-        while i < len(parts):
-            current = await self._inode(txn, ino)
-            if current is None:
-                raise NotFoundError(f"no such directory: /{'/'.join(walked)}")
-            if current.kind is not FileKind.DIRECTORY:
-                raise NotDirectoryError(f"not a directory: /{'/'.join(walked)}")
-            child_ino = await self._entry(txn, ino, parts[i])
-            child = await self._inode(txn, child_ino) if child_ino is not None else None
-            if child is None:
-                raise NotFoundError(f"no such file or directory: /{'/'.join(walked + parts[i:])}")
-            last = i == len(parts) - 1
-            if child.kind is FileKind.SYMLINK and (follow_last or not last):
-                hops += 1
-                if hops > MAX_SYMLINK_HOPS:
-                    raise LoopError(f"too many symbolic links at /{'/'.join([*walked, parts[i]])}")
-                assert child.target is not None
-                base = "/" + "/".join(walked)
-                target = paths.normalize(child.target, cwd=base)
-                parts = paths.split_canonical(target.encode()) + parts[i + 1 :]
-                ino, walked, i = ROOT_INO, [], 0
-                continue
-            walked.append(parts[i])
-            ino = child.ino
-            i += 1
-        found = await self._inode(txn, ino)
-        if found is None:
-            raise NotFoundError(f"no such file or directory: /{'/'.join(parts)}")
-        return found
-
-    async def _locked_parent(self, txn: Txn, parts: list[str]) -> tuple[Inode, str]:
-        """Resolve the parent of `parts`, lock it shared and the entry exclusive."""
-        parent = await self.resolve(txn, parts[:-1], follow_last=True)
+    async def _parent_dir(self, t: Txn, parts: list[str]) -> Inode:
+        """The directory holding the last component of `parts`."""
+        parent = await self.view.resolve(t.who, t, parts[:-1], follow_last=True)
         if parent.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"not a directory: /{'/'.join(parts[:-1])}")
-        name = parts[-1]
-        await self._lock(txn, ("i", parent.ino), False)
-        await self._lock(txn, ("e", parent.ino, name), True)
-        fresh = await self._inode(txn, parent.ino)
+        return parent
+
+    async def _lock_parent(self, t: Txn, parent: Inode, parts: list[str]) -> Inode:
+        """Lock `parent` shared and the entry `parts` names in it exclusive, once the
+        caller may change the directory (W and X), and return it as locked."""
+        what = "/" + "/".join(parts)
+        a = parent.attr
+        check_create(t.who, a.mode, a.uid, a.gid, what)
+        await self._lock(t, ("i", parent.ino), False)
+        await self._lock(t, ("e", parent.ino, parts[-1]), True)
+        fresh = await self.view.inode(t, parent.ino)
         if fresh is None:
             raise NotFoundError(f"directory /{'/'.join(parts[:-1])} was removed")
-        return fresh, name
+        a = fresh.attr
+        check_create(t.who, a.mode, a.uid, a.gid, what)  # a chmod may have come first
+        return fresh
 
     async def _has_children(self, txn: Txn, ino: int) -> bool:
         changed = txn.cs.children.get(ino, set())
@@ -293,47 +250,60 @@ class Namespace:
     async def _parent_of_dir(self, txn: Txn, ino: int) -> int | None:
         if ino in txn.cs.dir_parents:
             return txn.cs.dir_parents[ino]
-        return await self.store.get_parent(ino)
+        return await self.view.committed_parent(ino)
 
     # --- reads ---------------------------------------------------------------------------
 
-    async def lookup(self, txn: Txn | None, raw: bytes, follow: bool) -> Attr:
+    async def lookup(self, txn: Txn | None, raw: bytes, follow: bool, *, who: Principal) -> Attr:
         """Attributes of the inode at a path."""
         if txn is not None:
             txn.check_open()
-        return (await self.resolve(txn, paths.split_canonical(raw), follow)).attr
+        return (await self.view.resolve(who, txn, paths.split_canonical(raw), follow)).attr
 
-    async def getattr(self, txn: Txn | None, ino: int) -> Attr:
+    async def getattr(self, txn: Txn | None, ino: int, *, who: Principal) -> Attr:
         """Attributes of inode `ino`."""
         if txn is not None:
             txn.check_open()
-        inode = await self._inode(txn, ino)
+        inode = await self.view.inode(txn, ino)
         if inode is None:
             raise NotFoundError(f"no inode {ino}")
+        await self.view.check_ancestors(who, txn, inode)
         return inode.attr
 
-    async def readlink(self, txn: Txn | None, raw: bytes) -> str:
+    async def readlink(self, txn: Txn | None, raw: bytes, *, who: Principal) -> str:
         """The target of the symbolic link at a path."""
         if txn is not None:
             txn.check_open()
-        inode = await self.resolve(txn, paths.split_canonical(raw), follow_last=False)
+        inode = await self.view.resolve(who, txn, paths.split_canonical(raw), follow_last=False)
         if inode.target is None:
             raise InvalidArgumentError(f"not a symbolic link: {raw.decode(errors='replace')}")
         return inode.target
 
     async def readdir(
-        self, txn: Txn | None, raw: bytes, after: bytes, limit: int, max_limit: int
+        self,
+        txn: Txn | None,
+        raw: bytes,
+        after: bytes,
+        limit: int,
+        max_limit: int,
+        *,
+        plus: bool,
+        who: Principal,
     ) -> tuple[list[tuple[str, Inode]], bool]:
-        """One page of a directory: entries sorting after `after`, and whether more follow."""
+        """One page of a directory: entries sorting after `after`, and whether more follow.
+        Names need read permission on the directory; their attributes (`plus`), search
+        permission too."""
         if txn is not None:
             txn.check_open()
-        directory = await self.resolve(txn, paths.split_canonical(raw), follow_last=True)
+        directory = await self.view.resolve(who, txn, paths.split_canonical(raw), follow_last=True)
         if directory.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"not a directory: {raw.decode(errors='replace')}")
+        a = directory.attr
+        check_access(who, a.mode, a.uid, a.gid, R | X if plus else R, raw.decode(errors="replace"))
         limit = max(1, min(limit or max_limit, max_limit))
         return await list_page(
             self.store,
-            lambda ino: self._inode(txn, ino),
+            lambda ino: self.view.inode(txn, ino),
             directory.ino,
             txn.cs if txn is not None else None,
             check_cursor(after),
@@ -374,34 +344,41 @@ class Namespace:
     ) -> tuple[Inode, list[Extent]]:
         """Reserve new blocks for a file range (replacing what was there at commit)."""
         t = self._writable(txn)
-        if await self._inode(t, ino) is None:
+        seen = await self.view.inode(t, ino)
+        if seen is None:
             raise NotFoundError(f"no inode {ino}")
+        await self.view.check_ancestors(t.who, t, seen)
+        check_data(t.who, t, seen.attr, W, f"inode {ino}")
         await self._lock(t, ("i", ino), True)
-        inode = await self._inode(t, ino)
+        inode = await self.view.inode(t, ino)
         if inode is None:
             raise NotFoundError(f"inode {ino} was removed")
-        return inode, await self.data.allocate(t, inode, file_index, count)
+        check_data(t.who, t, inode.attr, W, f"inode {ino}")
+        return inode, await self.data.allocate(t, inode, file_index, count, t.who.credential_id)
 
     async def blocks(
-        self, txn: Txn | None, ino: int, file_index: int, count: int
+        self, txn: Txn | None, ino: int, file_index: int, count: int, *, who: Principal
     ) -> tuple[Inode, list[Extent]]:
         """A file's extents with read tickets, as the transaction sees them."""
         if txn is not None:
             txn.check_open()
-        inode = await self._inode(txn, ino)
+        inode = await self.view.inode(txn, ino)
         if inode is None:
             raise NotFoundError(f"no inode {ino}")
-        return inode, await self.data.blocks(txn, inode, file_index, count)
+        await self.view.check_ancestors(who, txn, inode)
+        check_data(who, txn, inode.attr, R, f"inode {ino}")
+        return inode, await self.data.blocks(txn, inode, file_index, count, who.credential_id)
 
     # --- changes -------------------------------------------------------------------------
 
-    async def mkdir(self, txn: Txn | None, raw: bytes, mode: int, uid: int, gid: int) -> Attr:
+    async def mkdir(self, txn: Txn | None, raw: bytes, mode: int) -> Attr:
         """Create a directory."""
         t = self._writable(txn)
         parts = _new_path(raw, ExistsError("/ exists"))
         check_mode(mode)
         parent, name = await self._free_name(t, parts, raw)
-        attr = self._new_attr(FileKind.DIRECTORY, await self._new_ino(), mode, uid, gid, nlink=2)
+        ino = await self._new_ino()
+        attr = self._new_attr(t.who, parent, FileKind.DIRECTORY, ino, mode, nlink=2)
         self._link_new(t, parent, name, Inode(attr), nlink_delta=+1)
         t.cs.dir_parents[attr.ino] = parent.ino
         return attr
@@ -411,8 +388,6 @@ class Namespace:
         txn: Txn | None,
         raw: bytes,
         mode: int,
-        uid: int,
-        gid: int,
         replication: int,
         blocksize: int,
     ) -> Attr:
@@ -428,20 +403,18 @@ class Namespace:
             )
         parent, name = await self._free_name(t, parts, raw)
         ino = await self._new_ino()
-        attr = self._new_attr(FileKind.FILE, ino, mode, uid, gid, replication=replication)
+        attr = self._new_attr(t.who, parent, FileKind.FILE, ino, mode, replication=replication)
         self._link_new(t, parent, name, Inode(attr))
         return attr
 
-    async def symlink(
-        self, txn: Txn | None, raw: bytes, target_raw: bytes, uid: int, gid: int
-    ) -> Attr:
+    async def symlink(self, txn: Txn | None, raw: bytes, target_raw: bytes) -> Attr:
         """Create a symbolic link to `target_raw`."""
         t = self._writable(txn)
         parts = _new_path(raw, ExistsError("/ exists"))
         target = paths.check_symlink_target(target_raw)
         parent, name = await self._free_name(t, parts, raw)
         ino = await self._new_ino()
-        attr = self._new_attr(FileKind.SYMLINK, ino, 0o777, uid, gid, size=len(target_raw))
+        attr = self._new_attr(t.who, parent, FileKind.SYMLINK, ino, 0o777, size=len(target_raw))
         self._link_new(t, parent, name, Inode(attr, target))
         return attr
 
@@ -449,23 +422,30 @@ class Namespace:
     # new inode's attributes, link it in.
 
     async def _free_name(self, t: Txn, parts: list[str], raw: bytes) -> tuple[Inode, str]:
-        parent, name = await self._locked_parent(t, parts)
-        if await self._entry(t, parent.ino, name) is not None:
+        parent, name = await self._parent_dir(t, parts), parts[-1]
+        # A taken name is EEXIST before any write check, as open(O_CREAT) of an existing
+        # file in a directory the caller cannot write.
+        if await self.view.entry(t, parent.ino, name) is not None:
+            raise ExistsError(f"{raw.decode()} exists")
+        parent = await self._lock_parent(t, parent, parts)
+        if await self.view.entry(t, parent.ino, name) is not None:
             raise ExistsError(f"{raw.decode()} exists")
         return parent, name
 
     def _new_attr(
         self,
+        who: Principal,
+        parent: Inode,
         kind: FileKind,
         ino: int,
         mode: int,
-        uid: int,
-        gid: int,
         *,
         size: int = 0,
         nlink: int = 1,
         replication: int = 0,
     ) -> Attr:
+        is_dir = kind is FileKind.DIRECTORY
+        uid, gid, mode = new_owner(who, parent.attr.mode, parent.attr.gid, is_dir, mode)
         now = time.time_ns()
         replication = replication or self.default_replication
         return Attr(
@@ -485,8 +465,9 @@ class Namespace:
         parts = paths.split_canonical(raw)
         if not parts:
             raise IsDirectoryError("/ is a directory")
-        parent, name = await self._locked_parent(t, parts)
-        victim = await self._locked_entry_inode(t, parent.ino, name, raw)
+        parent = await self._lock_parent(t, await self._parent_dir(t, parts), parts)
+        name = parts[-1]
+        victim = await self._locked_entry_inode(t, parent, name, raw)
         if victim.kind is FileKind.DIRECTORY:
             raise IsDirectoryError(f"{raw.decode()} is a directory")
         if victim.kind is FileKind.FILE:
@@ -501,8 +482,9 @@ class Namespace:
         parts = paths.split_canonical(raw)
         if not parts:
             raise BusyError("the root directory cannot be removed")
-        parent, name = await self._locked_parent(t, parts)
-        victim = await self._locked_entry_inode(t, parent.ino, name, raw)
+        parent = await self._lock_parent(t, await self._parent_dir(t, parts), parts)
+        name = parts[-1]
+        victim = await self._locked_entry_inode(t, parent, name, raw)
         if victim.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"{raw.decode()} is not a directory")
         if await self._has_children(t, victim.ino):
@@ -511,15 +493,33 @@ class Namespace:
         t.cs.delete_inode(victim.ino, victim.kind)
         t.cs.touch(parent.ino, time.time_ns(), -1)
 
-    async def _locked_entry_inode(self, t: Txn, parent: int, name: str, raw: bytes) -> Inode:
-        ino = await self._entry(t, parent, name)
+    async def _locked_entry_inode(self, t: Txn, parent: Inode, name: str, raw: bytes) -> Inode:
+        """The inode of entry `name` in the locked directory `parent`, locked exclusive
+        once the caller may remove the entry (checked before the lock and again after
+        it: the inode's owner may change meanwhile)."""
+        ino = await self.view.entry(t, parent.ino, name)
         if ino is None:
             raise NotFoundError(f"no such file or directory: {raw.decode()}")
+        seen = await self.view.inode(t, ino)
+        if seen is not None:
+            self._check_remove(t.who, parent, seen, raw)
         await self._lock(t, ("i", ino), True)
-        inode = await self._inode(t, ino)
+        inode = await self.view.inode(t, ino)
         if inode is None:
             raise NotFoundError(f"no such file or directory: {raw.decode()}")
+        self._check_remove(t.who, parent, inode, raw)
         return inode
+
+    @staticmethod
+    def _check_remove(who: Principal, parent: Inode, victim: Inode, raw: bytes) -> None:
+        p = parent.attr
+        check_remove(who, p.mode, p.uid, p.gid, victim.attr.uid, raw.decode())
+
+    async def _locked_dir(self, t: Txn, ino: int, path: list[str]) -> Inode:
+        found = await self.view.inode(t, ino)
+        if found is None:
+            raise NotFoundError(f"directory /{'/'.join(path)} was removed")
+        return found
 
     async def rename(
         self, txn: Txn | None, src_raw: bytes, dst_raw: bytes, noreplace: bool
@@ -532,30 +532,37 @@ class Namespace:
             raise BusyError("the root directory cannot be renamed or replaced")
         if len(dst_parts) > len(src_parts) and dst_parts[: len(src_parts)] == src_parts:
             raise InvalidArgumentError(f"cannot move {src_raw.decode()} into itself")
-        src_dir = await self.resolve(t, src_parts[:-1], follow_last=True)
-        dst_dir = await self.resolve(t, dst_parts[:-1], follow_last=True)
+        who = t.who
+        src_dir = await self.view.resolve(who, t, src_parts[:-1], follow_last=True)
+        dst_dir = await self.view.resolve(who, t, dst_parts[:-1], follow_last=True)
         for d, p in ((src_dir, src_parts), (dst_dir, dst_parts)):
             if d.kind is not FileKind.DIRECTORY:
                 raise NotDirectoryError(f"not a directory: /{'/'.join(p[:-1])}")
+            # Both directories change: W and X on each before any lock.
+            check_create(who, d.attr.mode, d.attr.uid, d.attr.gid, "/" + "/".join(p))
         src_name, dst_name = src_parts[-1], dst_parts[-1]
         for ino in sorted({src_dir.ino, dst_dir.ino}):
             await self._lock(t, ("i", ino), False)
         for key in sorted({(src_dir.ino, src_name), (dst_dir.ino, dst_name)}):
             await self._lock(t, ("e", *key), True)
+        src_dir = await self._locked_dir(t, src_dir.ino, src_parts[:-1])
+        dst_dir = await self._locked_dir(t, dst_dir.ino, dst_parts[:-1])
         if (src_dir.ino, src_name) == (dst_dir.ino, dst_name):
-            await self._locked_entry_inode(t, src_dir.ino, src_name, src_raw)
+            await self._locked_entry_inode(t, src_dir, src_name, src_raw)
             return
-        moved = await self._locked_entry_inode(t, src_dir.ino, src_name, src_raw)
+        moved = await self._locked_entry_inode(t, src_dir, src_name, src_raw)
         is_dir = moved.kind is FileKind.DIRECTORY
         if is_dir and src_dir.ino != dst_dir.ino:
+            m = moved.attr  # its ".." entry changes
+            check_access(who, m.mode, m.uid, m.gid, W, src_raw.decode())
             await self._lock(t, DIRTREE_LOCK, True)
             await self._check_not_ancestor(t, moved.ino, dst_dir.ino, src_raw)
-        replaced_ino = await self._entry(t, dst_dir.ino, dst_name)
+        replaced_ino = await self.view.entry(t, dst_dir.ino, dst_name)
         replaced: Inode | None = None
         if replaced_ino is not None:
             if noreplace:
                 raise ExistsError(f"{dst_raw.decode()} exists")
-            replaced = await self._locked_entry_inode(t, dst_dir.ino, dst_name, dst_raw)
+            replaced = await self._locked_entry_inode(t, dst_dir, dst_name, dst_raw)
             if is_dir and replaced.kind is not FileKind.DIRECTORY:
                 raise NotDirectoryError(f"{dst_raw.decode()} is not a directory")
             if not is_dir and replaced.kind is FileKind.DIRECTORY:
@@ -564,6 +571,9 @@ class Namespace:
                 raise NotEmptyError(f"{dst_raw.decode()} is not empty")
             if replaced.kind is FileKind.FILE:
                 await self.data.drop_all(t, replaced.ino)
+        else:
+            at = dst_dir.attr
+            check_create(who, at.mode, at.uid, at.gid, dst_raw.decode())
         now = time.time_ns()
         cs = t.cs
         cs.set_entry(src_dir.ino, src_name, None)
@@ -607,18 +617,25 @@ class Namespace:
         mtime_ns: int | None,
         size: int | None,
         replication: int | None,
+        mtime_now: bool = False,
     ) -> Attr:
-        """Change an inode's attributes; a path target follows symbolic links."""
+        """Change an inode's attributes; a path target follows symbolic links.
+        `mtime_now` sets the mtime to the namenode's clock, which a writer of the file
+        may do; any other mtime only its owner."""
         t = self._writable(txn)
         if raw is not None:
-            target = await self.resolve(t, paths.split_canonical(raw), follow_last=True)
+            target = await self.view.resolve(t.who, t, paths.split_canonical(raw), follow_last=True)
+            what = raw.decode()
         elif ino:
-            found = await self._inode(t, ino)
+            found = await self.view.inode(t, ino)
             if found is None:
                 raise NotFoundError(f"no inode {ino}")
-            target = found
+            await self.view.check_ancestors(t.who, t, found)
+            target, what = found, f"inode {ino}"
         else:
             raise InvalidArgumentError("setattr needs a path or an inode number")
+        if mtime_now and mtime_ns is not None:
+            raise InvalidArgumentError("set the mtime to a time or to now, not both")
         if mode is not None:
             check_mode(mode)
         if size is not None or replication is not None:
@@ -630,11 +647,16 @@ class Namespace:
             raise InvalidArgumentError(f"negative size {size}")
         if replication is not None:
             check_replication(replication)
+        asked = _Asked(mode, uid, gid, mtime_ns, mtime_now, size, replication)
+        self._check_setattr(t, target.attr, asked, what)
         await self._lock(t, ("i", target.ino), True)
-        current = await self._inode(t, target.ino)
+        current = await self.view.inode(t, target.ino)
         if current is None:
             raise NotFoundError(f"inode {target.ino} was removed")
         a = current.attr
+        mode, uid, gid = self._check_setattr(t, a, asked, what)
+        if mtime_now:
+            mtime_ns = time.time_ns()
         # Only data needs the datanodes now; an empty file's writer asks for them later.
         raised = replication is not None and replication > a.replication
         if raised and await self.data.view(t, a.ino):
@@ -657,6 +679,24 @@ class Namespace:
             t.cs.recheck.add(a.ino)
         return new
 
+    def _check_setattr(
+        self, t: Txn, a: Attr, asked: _Asked, what: str
+    ) -> tuple[int | None, int | None, int | None]:
+        """The mode, uid and gid to set (None: unchanged), once the caller may make
+        every change asked of inode `a`."""
+        who = t.who
+        mode, uid, gid = asked.mode, asked.uid, asked.gid
+        if mode is not None:
+            mode = check_chmod(who, a.uid, a.gid, mode, what)
+        if uid is not None or gid is not None:
+            uid, gid = check_chown(who, a.uid, a.gid, uid, gid, what)
+        if asked.size is not None or asked.replication is not None:
+            check_data(who, t, a, W, what)
+        if asked.mtime_ns is not None or asked.mtime_now or asked.nothing:
+            # Asking nothing still sets the ctime: as a touch to now.
+            check_set_times(who, a.mode, a.uid, a.gid, what, now=asked.mtime_ns is None)
+        return mode, uid, gid
+
     def _check_replication_possible(self, replication: int) -> None:
         placeable = len(self.data.registry.placeable())
         if replication > placeable:
@@ -672,11 +712,11 @@ class Namespace:
         own that holds the file's exclusive lock; commit if it returns True, else abort.
         False also when the file is gone; ConflictError when the lock stays taken."""
         self._internal_txns += 1
-        txn = self.begin(self._internal_txns, label, lock_wait)
+        txn = self.begin(self._internal_txns, label, lock_wait, SUPERUSER)
         try:
             self._writable(txn)
             await self._lock(txn, ("i", ino), True)
-            inode = await self._inode(txn, ino)
+            inode = await self.view.inode(txn, ino)
             if inode is None or inode.kind is not FileKind.FILE or not await change(txn):
                 self.abort(txn, "nothing to change")
                 return False
@@ -685,6 +725,27 @@ class Namespace:
             raise
         await self.commit(txn)
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """The changes a setattr asks for (None: unchanged)."""
+
+    mode: int | None
+    uid: int | None
+    gid: int | None
+    mtime_ns: int | None
+    mtime_now: bool
+    size: int | None
+    replication: int | None
+
+    @property
+    def nothing(self) -> bool:
+        """No change at all is asked for."""
+        return not self.mtime_now and all(
+            v is None
+            for v in (self.mode, self.uid, self.gid, self.mtime_ns, self.size, self.replication)
+        )
 
 
 def _new_path(raw: bytes, at_root: PlasmaError) -> list[str]:

@@ -1,7 +1,7 @@
 """Who may do what to an inode: the POSIX permission rules as pure functions.
 
 Every function takes the caller (anything with uid, gid, groups and superuser: a
-`principals.Principal`, or `SUPERUSER` for the namenode's own work) and the plain
+`principals.Principal`, `principals.SUPERUSER` for the namenode's own work) and the plain
 numbers of the inodes concerned (`Attr.mode`, which holds the permission bits only,
 `Attr.uid`, `Attr.gid`). Nothing here does I/O; the namespace calls these at the top of
 each operation, before it changes anything.
@@ -56,16 +56,12 @@ class Caller(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """A caller by its ids alone (the namenode's own work, tests)."""
+    """A caller by its ids alone (tests)."""
 
     uid: int
     gid: int
     groups: frozenset[int]
     superuser: bool = False
-
-
-# The namenode's own work (replication, fsck, changing a file's blocks).
-SUPERUSER = Identity(0, 0, frozenset({0}), superuser=True)
 
 
 def in_group(caller: Caller, gid: int) -> bool:
@@ -184,8 +180,7 @@ def check_set_times(caller: Caller, mode: int, uid: int, gid: int, what: str, *,
     if it owns the inode or may write it (else PermissionError), to any other time only
     if it owns it (else OperationNotPermittedError).
 
-    SetAttr cannot say "now" yet, so the namespace passes now=True for any mtime and W
-    suffices (the issue's plan, §4)."""
+    SetAttr says "now" with `mtime_now`, set by the namenode's clock."""
     if caller.superuser or caller.uid == uid:
         return
     if now:

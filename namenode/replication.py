@@ -35,6 +35,7 @@ from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.health import CLEANUP, GroupCounts, ReplicaHealth
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.records import ExtentRow
 from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore, unpack_pattern
 from plasmafs.namenode.transaction import Txn
@@ -454,7 +455,7 @@ class ReplicationMonitor:
 
     async def _drop_surplus(self, txn: Txn, ino: int, file_index: int) -> None:
         rows = [r for r in await self.data.view(txn, ino) if r.file_index == file_index]
-        inode = await self.ns.getattr(txn, ino)
+        inode = await self.ns.getattr(txn, ino, who=SUPERUSER)
         health = self.health.assess(rows, inode.replication, self._placeable())
         drop = list(health.droppable) if health.counts.needs_cleanup else []
         surplus = len(health.live) - inode.replication

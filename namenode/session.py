@@ -24,7 +24,7 @@ from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.eager import start_eagerly
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.principals import SUPERUSER, Principal
+from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.records import Inode
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.transaction import Txn
@@ -50,7 +50,7 @@ class Session:
         peer: str,
         counters: Counter[str],
         metrics: NamenodeMetrics,
-        who: Principal = SUPERUSER,
+        who: Principal,
     ) -> None:
         self.who = who
         self._cut: PlasmaError | None = None
@@ -183,7 +183,7 @@ class Session:
         if len(self.txns) >= self.settings.max_transactions_per_session:
             raise BusyError(f"too many open transactions on this connection ({len(self.txns)})")
         wait = request.begin.lock_wait_ms / 1000.0
-        txn = self.ns.begin(request.txn, self.peer, wait)
+        txn = self.ns.begin(request.txn, self.peer, wait, self.who)
         self.txns[request.txn] = _OpenTxn(txn)
 
 
@@ -209,16 +209,18 @@ async def _abort(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> 
 
 
 async def _lookup(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    (await s.ns.lookup(t, r.lookup.path, r.lookup.follow)).to_wire(out.attr)
+    (await s.ns.lookup(t, r.lookup.path, r.lookup.follow, who=s.who)).to_wire(out.attr)
 
 
 async def _getattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    (await s.ns.getattr(t, r.getattr.ino)).to_wire(out.attr)
+    (await s.ns.getattr(t, r.getattr.ino, who=s.who)).to_wire(out.attr)
 
 
 async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.readdir
-    entries, more = await s.ns.readdir(t, q.path, q.after, q.limit, s.settings.max_readdir_page)
+    entries, more = await s.ns.readdir(
+        t, q.path, q.after, q.limit, s.settings.max_readdir_page, plus=q.plus, who=s.who
+    )
     page = out.dir_page
     page.more = more
     for name, inode in entries:
@@ -230,12 +232,12 @@ async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 
 async def _mkdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.mkdir
-    (await s.ns.mkdir(t, q.path, q.mode, s.who.uid, s.who.gid)).to_wire(out.attr)
+    (await s.ns.mkdir(t, q.path, q.mode)).to_wire(out.attr)
 
 
 async def _create(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.create
-    attr = await s.ns.create(t, q.path, q.mode, s.who.uid, s.who.gid, q.replication, q.blocksize)
+    attr = await s.ns.create(t, q.path, q.mode, q.replication, q.blocksize)
     attr.to_wire(out.attr)
 
 
@@ -268,17 +270,18 @@ async def _setattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
         mtime_ns=q.mtime_ns if q.HasField("mtime_ns") else None,
         size=q.size if q.HasField("size") else None,
         replication=q.replication if q.HasField("replication") else None,
+        mtime_now=q.mtime_now,
     )
     attr.to_wire(out.attr)
 
 
 async def _symlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.symlink
-    (await s.ns.symlink(t, q.path, q.target, s.who.uid, s.who.gid)).to_wire(out.attr)
+    (await s.ns.symlink(t, q.path, q.target)).to_wire(out.attr)
 
 
 async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    out.target = (await s.ns.readlink(t, r.readlink.path)).encode()
+    out.target = (await s.ns.readlink(t, r.readlink.path, who=s.who)).encode()
 
 
 async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
@@ -311,7 +314,7 @@ async def _allocate(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) 
 
 async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.blocks
-    inode, grants = await s.ns.blocks(t, q.ino, q.file_index, q.count)
+    inode, grants = await s.ns.blocks(t, q.ino, q.file_index, q.count, who=s.who)
     _block_list(out.block_list, inode, grants)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from plasmafs.client.errors import ConflictError, TransactionError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.locks import LockOwner
+from plasmafs.namenode.principals import Principal
 
 
 class TxnState(enum.Enum):
@@ -21,11 +22,12 @@ class TxnState(enum.Enum):
 
 @dataclass(eq=False, slots=True)
 class Txn:
-    """One client transaction."""
+    """One client transaction; every operation in it acts as `who`."""
 
     txn_id: int
     owner: LockOwner
     lock_wait: float
+    who: Principal
     cs: ChangeSet = field(default_factory=ChangeSet)
     state: TxnState = TxnState.OPEN
     abort_reason: str = ""

@@ -14,6 +14,7 @@ import pytest
 from plasmafs.client.errors import StorageError
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.server import open_namespace
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.store import Store
@@ -43,8 +44,8 @@ async def namespace(dsn: str) -> AsyncIterator[Namespace]:
 
 
 async def _writing_txn(ns: Namespace, txn_id: int) -> Txn:
-    txn = ns.begin(txn_id, "test", 0.0)
-    attr = await ns.create(txn, b"/f", 0o644, 0, 0, 1, 0)
+    txn = ns.begin(txn_id, "test", 0.0, SUPERUSER)
+    attr = await ns.create(txn, b"/f", 0o644, 1, 0)
     await ns.allocate(txn, attr.ino, 0, 8)
     assert ns.data.allocator.free_blocks() == CAPACITY - 8
     return txn
@@ -57,8 +58,8 @@ def _assert_ended(ns: Namespace, txn: Txn) -> None:
 
 
 async def _can_create_again(ns: Namespace) -> None:
-    txn = ns.begin(99, "test", 0.0)
-    await ns.create(txn, b"/f", 0o644, 0, 0, 1, 0)
+    txn = ns.begin(99, "test", 0.0, SUPERUSER)
+    await ns.create(txn, b"/f", 0o644, 1, 0)
     await ns.commit(txn)
     assert txn.state is TxnState.COMMITTED
 
@@ -139,8 +140,8 @@ async def test_a_failure_after_the_write_leaves_the_committer_running(
         raise RuntimeError("injected bug in publishing")
 
     monkeypatch.setattr(namespace.data, "committed_hook", fail)
-    txn = namespace.begin(1, "test", 0.0)
-    await namespace.create(txn, b"/g", 0o644, 0, 0, 1, 0)
+    txn = namespace.begin(1, "test", 0.0, SUPERUSER)
+    await namespace.create(txn, b"/g", 0o644, 1, 0)
     with pytest.raises(StorageError, match="outcome unknown"):
         await namespace.commit(txn)
     assert len(namespace.locks) == 0
@@ -166,8 +167,8 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
         await conn.close()
     txns = []
     for k, name in enumerate([b"/good1", b"/bad", b"/good2"], start=1):
-        txn = namespace.begin(k, "test", 0.0)
-        await namespace.create(txn, name, 0o644, 0, 0, 1, 0)
+        txn = namespace.begin(k, "test", 0.0, SUPERUSER)
+        await namespace.create(txn, name, 0o644, 1, 0)
         txns.append(txn)
     groups_before = namespace.committer.stats.groups
     results = await asyncio.gather(*(namespace.commit(t) for t in txns), return_exceptions=True)
@@ -193,8 +194,8 @@ async def test_a_group_written_across_its_own_namenodes_new_term_is_retried(
         return await original(changesets, lane, term)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "apply", retake_first)
-    txn = namespace.begin(1, "test", 0.0)
-    await namespace.create(txn, b"/f", 0o644, 0, 0, 1, 0)
+    txn = namespace.begin(1, "test", 0.0, SUPERUSER)
+    await namespace.create(txn, b"/f", 0o644, 1, 0)
     await namespace.commit(txn)
     assert txn.state is TxnState.COMMITTED
     assert leadership.deposed == ""

@@ -54,3 +54,19 @@ def test_invalidate_all_forgets_and_refuses_older_fills() -> None:
     assert cache.get_inode(1) is MISSING
     cache.fill_inode(1, _inode(1), read_epoch)
     assert cache.get_inode(1) is MISSING
+
+
+def test_parents_follow_entries_read_and_committed() -> None:
+    cache = NamespaceCache(64, 64)
+    read_epoch = cache.epoch
+    cache.fill_entry(1, "a", 10, read_epoch)  # a lookup learns 10's parent
+    assert cache.parents.get(10) == 1
+    epoch = cache.begin_commit()  # a rename moves 10 under 2...
+    cache.commit_entry(1, "a", None, epoch)
+    cache.commit_entry(2, "a", 10, epoch)
+    cache.fill_entry(1, "a", 10, read_epoch)  # ...and a stale read comes back
+    assert cache.parents.get(10) == 2
+    cache.commit_inode(10, None, cache.begin_commit())  # removed
+    assert cache.parents.get(10) is None
+    cache.invalidate_all()
+    assert cache.parents.get(10) is MISSING

@@ -9,8 +9,8 @@ import pytest
 
 from plasmafs.client.errors import OperationNotPermittedError, PermissionError
 from plasmafs.namenode import permissions as p
-from plasmafs.namenode.permissions import SUPERUSER, Identity, R, W, X
-from plasmafs.namenode.principals import Principal
+from plasmafs.namenode.permissions import Identity, R, W, X
+from plasmafs.namenode.principals import SUPERUSER, Principal
 
 STAFF = 100
 OTHER_GROUP = 200
