@@ -252,8 +252,9 @@ class Accounts:
 
 
 async def accounts(client: Client) -> Accounts:
-    """The Accounts service of `client`'s namenode, called as `client`'s user."""
-    return Accounts(await client.connection())
+    """The Accounts service of `client`'s namenode, called as `client`'s user (the same
+    as `await client.accounts()`)."""
+    return await client.accounts()
 
 
 def _id(value: int, what: str) -> int:

@@ -27,6 +27,7 @@ from plasmafs.client.errors import (
 from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
 
 if TYPE_CHECKING:
+    from plasmafs.client.accounts import Accounts
     from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.files import FileReader, FileWriter
@@ -362,6 +363,12 @@ class Client:
         from plasmafs.client import replication as rep
 
         await rep.wait_for_replication(self, files, replication, poll=poll)
+
+    async def accounts(self) -> Accounts:
+        """The namenode's users, groups and credentials (changes need a superuser)."""
+        from plasmafs.client.accounts import Accounts
+
+        return Accounts(await self.connection())
 
     async def _admin(self) -> Admin:
         from plasmafs.client.admin import Admin

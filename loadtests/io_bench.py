@@ -295,6 +295,7 @@ def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
             random_reads(cluster.namenode_address, "/rep2", 4, reads)
         )
         figures["datanode_peak_mib"] = round(max(peak_rss_mib(p) for p in cluster.datanode_pids))
+    figures["plaintext_data"] = plaintext_data(src, size, workdir, datanode_env)
     floor = figures["grpc_stream_mb_s"]
     figures["ratios"] = {
         "default_malloc_stream_over_stream": round(
@@ -310,6 +311,32 @@ def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
         "cat_local_over_plain_cat": round(figures["cat_local_mb_s"] / figures["plain_cat_mb_s"], 2),
     }
     return figures
+
+
+def plaintext_data(
+    src: Path, size: int, workdir: Path, datanode_env: dict[str, str]
+) -> dict[str, tuple[float, float]]:
+    """put rep 1, get and cat over gRPC on a cluster whose datanodes serve their data in
+    plaintext (data_tls = false; the namenode and registration keep TLS): MB/s and CPU
+    s/GiB, against which the main cluster's show what encrypting the data costs."""
+    capacity = max(4 * size, 1024 * MIB)
+    plain_env = {**datanode_env, "PFS_DATANODE_DATA_TLS": "false"}
+    with bench_cluster(2, capacity, MIB, workdir / "plain", datanode_env=plain_env) as cluster:
+        env = dict(os.environ, PFS_CLIENT_NAMENODE=cluster.namenode_address)
+        datanodes = cluster.datanode_pids
+        put = timed_cli(env, datanodes, "put", "-rep", "1", str(src), "/rep1")
+        os.sync()
+        got = workdir / "got-plain.bin"
+        get = timed_cli(env, datanodes, "--no-local-reads", "get", "/rep1", str(got))
+        if not _same(src, got):
+            raise RuntimeError("get returned different bytes")
+        got.unlink()
+        cats = [timed_cli(env, datanodes, "--no-local-reads", "cat", "/rep1") for _ in "ab"]
+        cat = max(cats, key=lambda run: run.mb_s(size))
+        return {
+            name: (run.mb_s(size), run.cpu_per_gib(size))
+            for name, run in (("put_rep1", put), ("get", get), ("cat", cat))
+        }
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -382,8 +409,44 @@ def markdown(f: dict[str, Any], command: str) -> str:
             "",
             "PlasmaFS (2011, gigabit network, 7,200 rpm disks): put rep 1 69 MB/s, rep 2 45 MB/s",
             "(0.65x), get 103 MB/s, cat within the cluster 91-141 MB/s.",
+            "",
+            *_encryption_table(f),
         ]
     )
+
+
+def _encryption_table(f: dict[str, Any]) -> list[str]:
+    """What TLS on the data streams costs: the same commands on a second cluster whose
+    datanodes serve their data in plaintext (data_tls = false), in the same run."""
+    plain, c = f["plaintext_data"], f["cpu_s_per_gib"]
+    rows = [
+        "### Encrypting the data streams",
+        "",
+        "The table above runs with TLS on every connection (the default). The same commands",
+        "on a second cluster, in the same run, whose datanodes serve block data in plaintext",
+        "(`data_tls = false`; the namenode and registration keep TLS, tickets still authorize",
+        "every call):",
+        "",
+        "| command | MB/s, TLS | MB/s, plaintext | CPU s/GiB, TLS | CPU s/GiB, plaintext | "
+        "encryption, CPU s/GiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, label in (
+        ("put_rep1", "`pfs put -rep 1`"),
+        ("get", "`pfs --no-local-reads get`"),
+        ("cat", "`pfs --no-local-reads cat`"),
+    ):
+        mb_s, cpu = plain[name]
+        rows.append(
+            f"| {label} | {f[name + '_mb_s']} | {round(mb_s, 1)} | {c[name]} | {round(cpu, 2)} | "
+            f"{round(c[name] - cpu, 2)} |"
+        )
+    rows += [
+        "",
+        "CPU s/GiB counts the client process and the datanodes. Local reads (shared memory)",
+        "never encrypt: they stay on the host.",
+    ]
+    return rows
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,17 +31,31 @@ import grpc
 import uvloop
 
 from loadtests.echo_server import METHOD
-from loadtests.harness import Rate, bench_cluster, start_floor_server, timed, update_benchmarks_md
+from loadtests.harness import (
+    BenchCluster,
+    Rate,
+    bench_cluster,
+    start_floor_server,
+    timed,
+    update_benchmarks_md,
+)
 from loadtests.locust_report import DEFAULT_RESULTS, NN_BENCH_JSON
 from plasmafs.client import Client, SyncClient
+from plasmafs.client.accounts import accounts
+from plasmafs.client.security import ChannelTLS
 
 CONCURRENCY = (1, 8, 64)
 
 
-async def lookups(address: str, conc: int, seconds: float, pid: int, pg: Path) -> Rate:
-    fs = Client(address)
+Connect = Callable[[], Client]  # a new client of the namenode under test
+
+
+async def lookups(
+    connect: Connect, conc: int, seconds: float, pid: int, pg: Path, root: str = ""
+) -> Rate:
+    fs = connect()
     try:
-        target = await fs.create(f"/lookup-target-{conc}")
+        target = await fs.create(f"{root}/lookup-target-{conc}-{time.monotonic_ns()}")
 
         async def worker(_: int, running: Callable[[], bool]) -> int:
             n = 0
@@ -56,18 +71,24 @@ async def lookups(address: str, conc: int, seconds: float, pid: int, pg: Path) -
 
 
 async def creates(
-    address: str, conc: int, seconds: float, pid: int, pg: Path, one_shot: bool
+    connect: Connect,
+    conc: int,
+    seconds: float,
+    pid: int,
+    pg: Path,
+    one_shot: bool,
+    root: str = "",
 ) -> Rate:
-    fs = Client(address)
-    tag = f"{'o' if one_shot else 't'}{conc}"
+    fs = connect()
+    tag = f"{'o' if one_shot else 't'}{conc}-{time.monotonic_ns()}"
     try:
         for k in range(conc):
-            await fs.mkdir(f"/create-{tag}-{k}")
+            await fs.mkdir(f"{root}/create-{tag}-{k}")
 
         async def worker(k: int, running: Callable[[], bool]) -> int:
             n = 0
             while running():
-                path = f"/create-{tag}-{k}/f{n}"
+                path = f"{root}/create-{tag}-{k}/f{n}"
                 if one_shot:
                     await fs.create(path)
                 else:
@@ -136,14 +157,18 @@ def run(seconds: float) -> dict[str, Any]:
     figures: dict[str, Any] = {"seconds_per_point": seconds, "cpus": _cpus()}
     with bench_cluster() as cluster:
         address, pid, pg = cluster.namenode_address, cluster.namenode_pid, cluster.pg.datadir
+
+        def connect() -> Client:
+            return Client(address)
+
         echo_proc, echo_address = start_floor_server("loadtests.echo_server", cluster.workdir)
         try:
             figures["sync_lookup_1"] = round(sync_lookups(address, seconds).per_second)
             for conc in CONCURRENCY:
                 row: dict[str, Any] = {}
-                lk = uvloop.run(lookups(address, conc, seconds, pid, pg))
-                cr = uvloop.run(creates(address, conc, seconds, pid, pg, one_shot=False))
-                co = uvloop.run(creates(address, conc, seconds, pid, pg, one_shot=True))
+                lk = uvloop.run(lookups(connect, conc, seconds, pid, pg))
+                cr = uvloop.run(creates(connect, conc, seconds, pid, pg, one_shot=False))
+                co = uvloop.run(creates(connect, conc, seconds, pid, pg, one_shot=True))
                 raw = uvloop.run(raw_asyncpg(cluster.dsn(), conc, seconds, pg))
                 row["lookup"] = round(lk.per_second)
                 row["lookup_server_us"] = _us(lk)
@@ -159,6 +184,7 @@ def run(seconds: float) -> dict[str, Any]:
         finally:
             echo_proc.terminate()
             echo_proc.wait()
+    figures["security"] = security_costs(seconds)
     c1, c64 = figures["c1"], figures["c64"]
     figures["ratios"] = {
         "lookup64_over_echo64": round(c64["lookup"] / c64["echo_unary"], 2),
@@ -166,6 +192,62 @@ def run(seconds: float) -> dict[str, Any]:
         "create64_over_raw_asyncpg64": round(c64["create_commit"] / c64["raw_asyncpg"], 2),
     }
     return figures
+
+
+SECURITY_ROUNDS = 3  # interleaved rounds of the on/off comparison (the median is kept)
+CONNECTS = 20  # connections timed per setting
+
+
+def security_costs(seconds: float) -> dict[str, Any]:
+    """Lookups and create+commit at 1 and 64 in flight, and the time to connect, on an
+    insecure namenode (plaintext, nobody checked) and on a secure one (TLS, a token,
+    permission checks as a user who is not the superuser), both running, measured in
+    interleaved rounds; medians per setting."""
+    with bench_cluster(secure=False) as off, bench_cluster() as on:
+        user_token = uvloop.run(_bench_user(on))
+        tls = ChannelTLS.from_files(Path(on.client_env["PFS_CLIENT_CA"]))
+        settings: dict[str, tuple[BenchCluster, Connect, str]] = {
+            "off": (off, lambda: Client(off.namenode_address, tls=False), ""),
+            "on": (on, lambda: Client(on.namenode_address, tls=tls, token=user_token), "/bench"),
+        }
+        samples: dict[str, list[float]] = {}
+        for _ in range(SECURITY_ROUNDS):
+            for conc in (1, 64):
+                for name, (cluster, connect, root) in settings.items():
+                    pid, pg = cluster.namenode_pid, cluster.pg.datadir
+                    lk = uvloop.run(lookups(connect, conc, seconds, pid, pg, root))
+                    cr = uvloop.run(creates(connect, conc, seconds, pid, pg, False, root))
+                    samples.setdefault(f"lookup_{conc}_{name}", []).append(lk.per_second)
+                    samples.setdefault(f"create_{conc}_{name}", []).append(cr.per_second)
+            for name, (_, connect, _) in settings.items():
+                samples.setdefault(f"connect_{name}", []).append(uvloop.run(_connect_ms(connect)))
+    result: dict[str, Any] = {k: round(statistics.median(v), 2) for k, v in samples.items()}
+    for what in ("lookup_1", "lookup_64", "create_1", "create_64"):
+        result[f"{what}_ratio"] = round(result[f"{what}_on"] / result[f"{what}_off"], 3)
+    return result
+
+
+async def _bench_user(cluster: BenchCluster) -> str:
+    """A user who is not the superuser, owning /bench; its token."""
+    async with Client(cluster.namenode_address) as admin:
+        _, token = await (await accounts(admin)).add_user("bench")
+        await admin.mkdir("/bench")
+        user = (await (await accounts(admin)).principals()).users
+        uid = next(u.uid for u in user if u.name == "bench")
+        await admin.chown("/bench", uid, uid)
+    return token
+
+
+async def _connect_ms(connect: Connect) -> float:
+    """Median milliseconds to connect (TCP, TLS handshake, authentication) and close."""
+    times = []
+    for _ in range(CONNECTS):
+        started = time.perf_counter()
+        fs = connect()
+        await fs.connection()
+        times.append((time.perf_counter() - started) * 1000)
+        await fs.close()
+    return statistics.median(times)
 
 
 def _us(rate: Rate) -> float | None:
@@ -219,8 +301,35 @@ def markdown(f: dict[str, Any], command: str) -> str:
         "with 8 processes; 119 commits/s with one client, 224/s with 4 (synchronous_commit off).",
         "Here synchronous_commit and fsync stay on (PostgreSQL defaults): every commit is durable",
         "when acknowledged.",
+        "",
+        *_security_table(f["security"]),
     ]
     return "\n".join(lines)
+
+
+def _security_table(s: dict[str, Any]) -> list[str]:
+    """Security on (the default) against off, measured side by side in the same run."""
+    return [
+        "### What security costs",
+        "",
+        "The table above runs as the local cluster does: TLS and a token (as the superuser).",
+        "Here a secure namenode (TLS, a token, permission checks as a user who is not the",
+        "superuser) and an insecure one (plaintext, nobody checked) run side by side, measured",
+        f"in {SECURITY_ROUNDS} interleaved rounds; medians. Target: within 15% (ratio >= 0.85).",
+        "",
+        "| in flight | lookups/s off | lookups/s on | ratio | create+commit/s off | "
+        "create+commit/s on | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {c} | {s[f'lookup_{c}_off']:,.0f} | {s[f'lookup_{c}_on']:,.0f} | "
+            f"**{s[f'lookup_{c}_ratio']}** | {s[f'create_{c}_off']:,.0f} | "
+            f"{s[f'create_{c}_on']:,.0f} | **{s[f'create_{c}_ratio']}** |"
+            for c in (1, 64)
+        ),
+        "",
+        f"Connecting (TCP, TLS handshake, token check) and closing: {s['connect_on']} ms with "
+        f"security, {s['connect_off']} ms without (median of {CONNECTS}, each round).",
+    ]
 
 
 def main() -> int:

@@ -377,6 +377,7 @@ class ReplicationMonitor:
                     task_id=job.task_id,
                     source_datanode_id=job.source.datanode_id,
                     source_address=source.address,
+                    source_plaintext=source.plaintext,
                     source_block_start=job.source.block_start,
                     block_start=job.target.block_start,
                     block_count=job.target.block_count,

@@ -332,6 +332,7 @@ def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
                 host=rep.host,
                 local_socket=rep.local_socket,
                 state=int(rep.state),
+                plaintext=rep.plaintext,
             )
             replica.ticket.MergeFromString(rep.ticket)
     out.SetInParent()
