@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from plasmafs.client.errors import InvalidArgumentError, NotFoundError, PlasmaError, StorageError
+from plasmafs.client.errors import InvalidArgumentError, NotFoundError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import error_from_rpc
+from plasmafs.client.rpc_status import service_error
 
 if TYPE_CHECKING:
     from plasmafs.client.client import Client
@@ -138,15 +138,7 @@ class Accounts:
         try:
             return await method(request, timeout=CALL_TIMEOUT, metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise self._error(exc) from None
-
-    def _error(self, exc: grpc.RpcError) -> PlasmaError:
-        # A namenode from before the Accounts service answers UNIMPLEMENTED and no errno.
-        if hasattr(exc, "code") and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-            return StorageError(
-                f"the namenode at {self._address} has no Accounts service (an older version?)"
-            )
-        return error_from_rpc(exc)
+            raise service_error(exc, self._address, "Accounts") from None
 
     # --- users ----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from plasmafs.client.attributes import ReplicaState
 from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import error_from_rpc
+from plasmafs.client.rpc_status import service_error
 
 CALL_TIMEOUT = 60.0  # seconds for a unary admin call
 
@@ -214,11 +214,7 @@ def check_datanode_id(datanode_id: int) -> int:
 
 
 def _error(exc: grpc.RpcError, address: str) -> PlasmaError:
-    # A namenode from before the Admin service answers UNIMPLEMENTED and no errno.
-    code = exc.code() if hasattr(exc, "code") else None
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return StorageError(f"the namenode at {address} has no Admin service (an older version?)")
-    return error_from_rpc(exc)
+    return service_error(exc, address, "Admin")
 
 
 class Admin:

@@ -88,8 +88,9 @@ class Connection:
             raise ConnectionLostError(
                 f"the namenode at {self.address} did not accept the connection: {exc}"
             ) from None
-        if any(key == USER_METADATA_KEY for key, _ in metadata or ()):
-            self.user = next(str(v) for k, v in metadata if k == USER_METADATA_KEY)
+        user = dict(metadata or ()).get(USER_METADATA_KEY)
+        if user is not None:
+            self.user = str(user)
             return
         await asyncio.wait([self._reader], timeout=timeout)  # it ends with the status
         reason = self._closed or ConnectionLostError(f"{self.address} ended the stream")

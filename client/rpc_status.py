@@ -75,6 +75,16 @@ async def answered(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:
         raise AssertionError("unreachable") from None
 
 
+def service_error(exc: grpc.RpcError, address: str, service: str) -> PlasmaError:
+    """A failed call of a unary service (Admin, Accounts) as a plasmafs error; a namenode
+    from before that service answers UNIMPLEMENTED and no errno, and is told apart."""
+    if hasattr(exc, "code") and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+        return StorageError(
+            f"the namenode at {address} has no {service} service (an older version?)"
+        )
+    return error_from_rpc(exc)
+
+
 def error_from_rpc(exc: grpc.RpcError) -> PlasmaError:
     """Turn a failed gRPC call into a plasmafs exception, keeping the server's code."""
     status = exc.code() if hasattr(exc, "code") else None

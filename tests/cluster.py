@@ -58,8 +58,7 @@ def bearer(name: str = "root") -> tuple[tuple[str, str], ...]:
 
 def client_tls() -> grpc.ChannelCredentials:
     """Credentials of a client trusting the run's CA, for tests that call gRPC raw."""
-    assert _pki_home is not None, "use_pki() was not called (the conftest fixture does)"
-    return grpc.ssl_channel_credentials(cluster_ca(_pki_home).read_bytes())
+    return trust_run_ca().credentials()
 
 
 def trust_run_ca() -> ChannelTLS:
