@@ -26,6 +26,7 @@ from plasmafs.client.local.cluster import (
     cluster_ca,
     daemon_tls_env,
     ensure_superuser,
+    insecure_env,
     start_datanode_process,
     start_namenode_process,
     stop_process,
@@ -86,7 +87,7 @@ def bench_cluster(
     def security(role: str, name: str) -> dict[str, str]:
         if secure:
             return daemon_tls_env(workdir, role, name)
-        return {f"PFS_{role.upper()}_INSECURE": "true"}
+        return insecure_env(role)
 
     saved = {k: os.environ.pop(k, None) for k in CLIENT_SETTINGS}
     client_env: dict[str, str] = {}

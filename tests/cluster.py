@@ -25,7 +25,12 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import grpc
 
-from plasmafs.client.local.cluster import cluster_ca, daemon_tls_env, start_daemon
+from plasmafs.client.local.cluster import (
+    cluster_ca,
+    daemon_tls_env,
+    insecure_env,
+    start_daemon,
+)
 from plasmafs.client.local.postgres import create_database as create_postgres_database
 from plasmafs.client.security import ChannelTLS
 from plasmafs.namenode.migrator import migrate
@@ -33,7 +38,7 @@ from tests.accounts import TOKENS, insert_test_accounts
 
 TEMPLATE = "pfs_test_template"
 _pki_home: Path | None = None  # where the run's CA and certificates are (use_pki)
-INSECURE = {role: {f"PFS_{role.upper()}_INSECURE": "true"} for role in ("namenode", "datanode")}
+INSECURE = {role: insecure_env(role) for role in ("namenode", "datanode")}
 
 
 def use_pki(home: Path) -> Path:

@@ -394,6 +394,11 @@ def daemon_tls_env(home: Path, role: str, name: str) -> dict[str, str]:
     }
 
 
+def insecure_env(role: str) -> dict[str, str]:
+    """The setting that runs a daemon of `role` without TLS or authentication."""
+    return {f"PFS_{role.upper()}_INSECURE": "true"}
+
+
 def _save_state(home: Path, state: ClusterState) -> None:
     tmp = _state_path(home).with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
