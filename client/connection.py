@@ -65,7 +65,8 @@ class Connection:
         deadline = loop.time() + timeout
         channel = open_channel(address, channels.NAMENODE_CHANNEL, tls)
         try:
-            await asyncio.wait_for(channel.channel_ready(), timeout)
+            async with asyncio.timeout(timeout):
+                await channel.channel_ready()
         except (TimeoutError, asyncio.CancelledError):
             await channel.close()
             speaking = "TLS (is PFS_CLIENT_CA the cluster's CA?)" if tls else "plaintext"
@@ -81,7 +82,8 @@ class Connection:
         user at once) or refused it (it ends the call with no initial metadata); a
         refusal closes the connection and is raised."""
         try:
-            metadata = await asyncio.wait_for(self._call.initial_metadata(), timeout)
+            async with asyncio.timeout(timeout):
+                metadata = await self._call.initial_metadata()
         except (TimeoutError, grpc.RpcError) as exc:
             self._fail_all(ConnectionLostError(f"the namenode at {self.address} did not answer"))
             await self.close()

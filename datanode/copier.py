@@ -205,7 +205,10 @@ class Copier:
         try:
             while True:
                 try:
-                    chunk = await asyncio.wait_for(call.read(), IDLE_TIMEOUT)
+                    # Not asyncio.wait_for: on Python 3.11 it loses a cancel that arrives
+                    # as the message does, and the cancelled copy would go on writing.
+                    async with asyncio.timeout(IDLE_TIMEOUT):
+                        chunk = await call.read()
                 except TimeoutError:
                     raise UnavailableError(
                         f"{_source(task)} sent nothing for {IDLE_TIMEOUT:g}s"

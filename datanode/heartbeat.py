@@ -201,7 +201,8 @@ class Heartbeats:
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.outbox.urgent.wait(), self.link.period)
+                    async with asyncio.timeout(self.link.period):
+                        await self.outbox.urgent.wait()
                 self.outbox.urgent.clear()
                 try:
                     await self.beat()

@@ -81,7 +81,8 @@ class LockManager:
         waiter = _Waiter(owner, exclusive, asyncio.get_running_loop().create_future())
         lock.waiters.append(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter.future), wait)
+            async with asyncio.timeout(wait):
+                await asyncio.shield(waiter.future)
         except TimeoutError:
             if waiter.future.done():
                 return  # granted just as the wait ran out

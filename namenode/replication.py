@@ -151,7 +151,8 @@ class ReplicationMonitor:
             except Exception:
                 log.exception("replica check failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.check_interval)
+                async with asyncio.timeout(self.check_interval):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _tick(self) -> None:

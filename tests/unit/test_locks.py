@@ -77,3 +77,21 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
     await locks.acquire(c, "k", exclusive=True, wait=0)
     locks.release_all(c)
     assert len(locks) == 0
+
+
+async def test_a_waiter_cancelled_as_it_is_granted_is_still_cancelled() -> None:
+    # asyncio.wait_for on Python 3.11 returns the result when the awaited future
+    # completes in the same step as the cancel, losing the cancellation.
+    locks = LockManager()
+    a, b = LockOwner("a"), LockOwner("b")
+    await locks.acquire(a, "k", exclusive=True, wait=0)
+    waiting = asyncio.ensure_future(locks.acquire(b, "k", exclusive=True, wait=30))
+    while locks.waits == 0:
+        await asyncio.sleep(0)
+    locks.release_all(a)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert b.held == {"k": True}  # granted: it stays with its owner until that ends
+    locks.release_all(b)
+    assert len(locks) == 0
