@@ -9,6 +9,10 @@ may already be outdated if a commit touched the key while the query ran. Every k
 remembers the epoch of the commit that last wrote it, and a fill is refused when the
 key was written after the read began. Evicted keys forget their epoch, so the
 highest evicted epoch becomes a floor below which no fill is accepted.
+
+`search_epoch` counts the commits that may change who can search which directories: a
+directory's mode or owner changed, or a directory moved. The view keeps what it
+learnt about searching directories only while that number stays the same.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
+from plasmafs.client.attributes import FileKind
 from plasmafs.namenode.records import ExtentRow, Inode
 
 K = TypeVar("K")
@@ -52,6 +57,11 @@ class _Table(Generic[K, V]):
             return MISSING
         self.hits += 1
         return found[0]
+
+    def peek(self, key: K) -> V | _Missing | None:
+        """As `get`, not counted as a hit or a miss."""
+        found = self._data.get(key)
+        return MISSING if found is None else found[0]
 
     def put(self, key: K, value: V | None, epoch: int) -> None:
         data = self._data
@@ -100,6 +110,7 @@ class NamespaceCache:
 
     def __init__(self, inode_limit: int, entry_limit: int) -> None:
         self.epoch = 0
+        self.search_epoch = 0
         self.inodes: _Table[int, Inode] = _Table(inode_limit)
         self.entries: _Table[tuple[int, str], int] = _Table(entry_limit)
         self.entries.on_evict = self._entry_evicted
@@ -147,8 +158,12 @@ class NamespaceCache:
         self.epoch += 1
         return self.epoch
 
-    def commit_inode(self, ino: int, inode: Inode | None, epoch: int) -> None:
-        """Record a committed inode row (None: deleted)."""
+    def commit_inode(
+        self, ino: int, inode: Inode | None, epoch: int, created: bool = False
+    ) -> None:
+        """Record a committed inode row (None: deleted; `created`: new in this commit)."""
+        if inode is not None and not created:
+            self._note_access(inode)
         self.inodes.put(ino, inode, epoch)
         if inode is None:
             self.parents.put(ino, None, epoch)
@@ -158,17 +173,40 @@ class NamespaceCache:
         cached = self.inodes.get(inode.ino)
         if isinstance(cached, Inode) and cached.attr.version > inode.attr.version:
             return
+        self._note_access(inode)
         self.inodes.put(inode.ino, inode, epoch)
 
-    def commit_entry(self, parent: int, name: str, ino: int | None, epoch: int) -> None:
-        """Record a committed entry (None: removed)."""
+    def commit_entry(
+        self, parent: int, name: str, ino: int | None, epoch: int, created: bool = False
+    ) -> None:
+        """Record a committed entry (None: removed; `created`: its inode is new in this
+        commit)."""
         self.entries.put((parent, name), ino, epoch)
         if ino is not None:
+            if not created and self.parents.peek(ino) != parent and self._may_be_directory(ino):
+                self.search_epoch += 1  # a directory moved: its subtree has new ancestors
             self.parents.put(ino, parent, epoch)
+
+    def _note_access(self, inode: Inode) -> None:
+        """Count a change of a directory's mode or owner (or one not known to be none)."""
+        new = inode.attr
+        if new.kind is not FileKind.DIRECTORY:
+            return
+        old = self.inodes.peek(new.ino)
+        if not (
+            isinstance(old, Inode)
+            and (old.attr.mode, old.attr.uid, old.attr.gid) == (new.mode, new.uid, new.gid)
+        ):
+            self.search_epoch += 1
+
+    def _may_be_directory(self, ino: int) -> bool:
+        cached = self.inodes.peek(ino)
+        return not isinstance(cached, Inode) or cached.kind is FileKind.DIRECTORY
 
     def invalidate_all(self) -> None:
         """Forget everything (after a commit whose outcome is unknown)."""
         self.epoch += 1
+        self.search_epoch += 1
         self.inodes.clear(self.epoch)
         self.entries.clear(self.epoch)
         self.extents.clear(self.epoch)

@@ -154,12 +154,13 @@ class Committer:
         epoch = cache.begin_commit()
         for pending in group:
             cs = pending.changeset
+            created = cs.created
             for ino, inode in cs.inodes.items():
-                cache.commit_inode(ino, inode, epoch)
-                if ino in cs.created and inode is not None and inode.kind is FileKind.DIRECTORY:
+                cache.commit_inode(ino, inode, epoch, ino in created)
+                if ino in created and inode is not None and inode.kind is FileKind.DIRECTORY:
                     cache.mark_complete(ino)
             for (parent, name), target in cs.entries.items():
-                cache.commit_entry(parent, name, target, epoch)
+                cache.commit_entry(parent, name, target, epoch, target in created)
             self._on_committed(cs)
         for inode in touched:
             # Two lanes may touch one directory; its version orders their rows.

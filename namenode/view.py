@@ -21,6 +21,7 @@ from plasmafs.namenode.transaction import Txn
 
 MAX_SYMLINK_HOPS = 40
 MAX_DEPTH = 4096
+SEARCHABLE_LIMIT = 100_000  # (directory, caller ids) pairs known searchable, at most
 
 
 class View:
@@ -30,6 +31,10 @@ class View:
         self.store = store
         self.cache = cache
         self.reader = reader
+        # caller's (uid, gid, groups) -> directories it may search, with all above them
+        self._searchable: dict[tuple[int, int, frozenset[int]], set[int]] = {}
+        self._searchable_count = 0
+        self._searchable_epoch = cache.search_epoch
 
     async def committed_inode(self, ino: int) -> Inode | None:
         """The committed inode `ino`, None if there is none."""
@@ -126,9 +131,12 @@ class View:
     # handles, would open a 0644 file under another user's 0700 directory to everyone
     # who counts; so a caller by number needs search permission on the directories
     # above the inode too, as by a path. The walk goes up committed parents and
-    # committed modes, a dict lookup or two per level once cached (the cache learns an
-    # inode's parent from every entry read or committed). An inode its transaction
-    # created was reached by a path, checked then.
+    # committed modes (the cache learns an inode's parent from every entry read or
+    # committed) and stops at a directory already known to be searchable, with all
+    # above it, by the same ids: a lookup by number in a known directory costs two dict
+    # lookups whatever its depth. That knowledge is dropped whenever a directory's mode
+    # or owner changes or a directory moves (`NamespaceCache.search_epoch`). An inode
+    # its transaction created was reached by a path, checked then.
 
     async def check_ancestors(self, who: Caller, txn: Txn | None, inode: Inode) -> None:
         """PermissionError unless the caller may search every committed directory above
@@ -136,10 +144,18 @@ class View:
         if who.superuser or (txn is not None and inode.ino in txn.cs.created):
             return
         cache = self.cache
+        epoch = cache.search_epoch
+        if epoch != self._searchable_epoch:
+            self._forget_searchable(epoch)
+        ids = (who.uid, who.gid, who.groups)
+        searchable = self._searchable.get(ids)
+        if searchable is None:
+            searchable = self._searchable[ids] = set()
+        passed: list[int] = []
         ino = inode.ino
         for _ in range(MAX_DEPTH):
             if ino == ROOT_INO:
-                return
+                break
             # The cache is asked directly (an await per level would cost more than the
             # rest of the walk), the database only on a miss.
             found = cache.parents.get(ino)
@@ -148,6 +164,8 @@ class View:
                 parent = await self._read_parent(ino)
             if parent is None:
                 raise NotFoundError(f"no inode {inode.ino}")
+            if parent in searchable:
+                break
             cached = cache.get_inode(parent)
             directory = cached if cached is None or isinstance(cached, Inode) else None
             if cached is MISSING:
@@ -157,8 +175,22 @@ class View:
             a = directory.attr
             if not may(who, a.mode, a.uid, a.gid, X):
                 check_search(who, a.mode, a.uid, a.gid, f"inode {inode.ino}")
+            passed.append(parent)
             ino = a.ino
-        raise StorageError("directory tree deeper than the namenode's walk limit")
+        else:
+            raise StorageError("directory tree deeper than the namenode's walk limit")
+        if passed and cache.search_epoch == epoch:  # nothing changed while reading
+            self._searchable_count += len(passed)
+            if self._searchable_count > SEARCHABLE_LIMIT:
+                self._forget_searchable(epoch)
+                searchable = self._searchable[ids] = set()
+                self._searchable_count = len(passed)
+            searchable.update(passed)
+
+    def _forget_searchable(self, epoch: int) -> None:
+        self._searchable.clear()
+        self._searchable_count = 0
+        self._searchable_epoch = epoch
 
 
 def check_data(who: Caller, txn: Txn | None, a: Attr, want: int, what: str) -> None:

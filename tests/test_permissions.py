@@ -129,6 +129,41 @@ async def test_an_inode_number_needs_search_on_the_directories_above(
     assert (await fs.getattr(f.ino)).ino == f.ino
 
 
+async def test_a_search_allowed_by_number_ends_with_the_change_that_closes_it(
+    fs: Client, alice: Client
+) -> None:
+    # The namenode remembers which directories a caller may search by number; each
+    # change below must close what it closes on the very next request.
+    await fs.mkdir("/open", 0o755)
+    await fs.mkdir("/open/d", 0o750)
+    await fs.chown("/open/d", 0, STAFF_GID)  # alice is in staff
+    f = await fs.create("/open/d/f", 0o644)
+    await fs.mkdir("/closed", 0o700)
+
+    async def allowed() -> None:
+        for _ in range(3):
+            assert (await alice.getattr(f.ino)).ino == f.ino
+
+    async def refused() -> None:
+        await _refused(AccessDeniedError, lambda: alice.getattr(f.ino))
+
+    await allowed()
+    await fs.chmod("/open", 0o700)  # the mode of a directory above
+    await refused()
+    await fs.chmod("/open", 0o755)
+    await allowed()
+    await fs.chown("/open/d", 0, 0)  # the group of the parent
+    await refused()
+    await fs.chown("/open/d", 0, STAFF_GID)
+    await allowed()
+    await fs.rename("/open/d", "/closed/d")  # the parent moves under a closed directory
+    await refused()
+    await fs.rename("/closed/d", "/open/d")
+    await allowed()
+    await fs.rename("/open", "/closed/open")  # a directory further up moves
+    await refused()
+
+
 # --- readdir ----------------------------------------------------------------------------------
 
 

@@ -70,3 +70,42 @@ def test_parents_follow_entries_read_and_committed() -> None:
     assert cache.parents.get(10) is None
     cache.invalidate_all()
     assert cache.parents.get(10) is MISSING
+
+
+def _directory(ino: int, mode: int = 0o755, uid: int = 0, version: int = 1) -> Inode:
+    return Inode(Attr(ino, FileKind.DIRECTORY, mode, uid, 0, 0, 0, 0, 2, 1, 0, version))
+
+
+def test_the_search_epoch_counts_what_may_change_who_searches_where() -> None:
+    cache = NamespaceCache(64, 64)
+
+    def bumps(change: object) -> int:
+        before = cache.search_epoch
+        epoch = cache.begin_commit()
+        for apply in change if isinstance(change, list) else [change]:
+            apply(epoch)
+        return cache.search_epoch - before
+
+    # New directories and files, and their entries, change nothing anyone could search.
+    assert not bumps(
+        [
+            lambda e: cache.commit_inode(2, _directory(2), e, created=True),
+            lambda e: cache.commit_entry(1, "d", 2, e, created=True),
+            lambda e: cache.commit_inode(3, _inode(3), e, created=True),
+            lambda e: cache.commit_entry(2, "f", 3, e, created=True),
+        ]
+    )
+    assert not bumps(lambda e: cache.commit_inode(2, _directory(2, version=2), e))  # mtime
+    assert not bumps(lambda e: cache.commit_newer_inode(_directory(2, version=3), e))
+    assert not bumps(  # a file renamed into another directory
+        [lambda e: cache.commit_entry(2, "f", None, e), lambda e: cache.commit_entry(1, "f", 3, e)]
+    )
+    assert not bumps(  # a directory renamed within its parent
+        [lambda e: cache.commit_entry(1, "d", None, e), lambda e: cache.commit_entry(1, "e", 2, e)]
+    )
+    assert bumps(lambda e: cache.commit_inode(2, _directory(2, mode=0o700, version=4), e))
+    assert bumps(lambda e: cache.commit_newer_inode(_directory(2, 0o700, uid=5, version=5), e))
+    assert bumps(lambda e: cache.commit_entry(4, "e", 2, e))  # a directory moved
+    assert bumps(lambda e: cache.commit_entry(4, "x", 99, e))  # an inode of unknown kind
+    assert bumps(lambda e: cache.commit_inode(7, _directory(7), e))  # not cached before
+    assert bumps(lambda _: cache.invalidate_all())
