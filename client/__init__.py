@@ -67,11 +67,13 @@ if TYPE_CHECKING:
     )
     from plasmafs.client.errors import PermissionError as PermissionError
     from plasmafs.client.files import FileReader, FileWriter
+    from plasmafs.client.paths import At
     from plasmafs.client.sync import SyncClient, connect_sync
     from plasmafs.client.transaction import Transaction
 
 _WHERE = {
     "AccessDeniedError": "plasmafs.client.errors",
+    "At": "plasmafs.client.paths",
     "Attr": "plasmafs.client.attributes",
     "AuthenticationError": "plasmafs.client.errors",
     "BlockList": "plasmafs.client.attributes",
@@ -131,6 +133,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AccessDeniedError",
+    "At",
     "Attr",
     "AuthenticationError",
     "BlockList",

@@ -24,6 +24,7 @@ from plasmafs.client.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from plasmafs.client.paths import Where
 from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ class Client:
 
     # --- reads of committed state -------------------------------------------------------
 
-    async def lookup(self, path: str, *, follow: bool = False) -> Attr:
+    async def lookup(self, path: Where, *, follow: bool = False) -> Attr:
         """Attributes at `path` (a symlink itself unless follow=True)."""
         return await (await self._reads()).lookup(path, follow=follow)
 
@@ -203,20 +204,21 @@ class Client:
             return False
         return True
 
-    async def readlink(self, path: str) -> str:
-        """The target of the symbolic link at `path`."""
+    async def readlink(self, path: str | int) -> str:
+        """The target of the symbolic link at `path` (or of inode number `path`)."""
         return await (await self._reads()).readlink(path)
 
     async def readdir(
-        self, path: str, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
+        self, path: str | int, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
     ) -> tuple[list[DirEntry], bool]:
         """One page of a directory listing."""
         return await (await self._reads()).readdir(path, after=after, limit=limit, plus=plus)
 
     async def scandir(
-        self, path: str, *, plus: bool = False, page: int = DEFAULT_PAGE
+        self, path: str | int, *, plus: bool = False, page: int = DEFAULT_PAGE
     ) -> AsyncIterator[DirEntry]:
-        """Every entry of a directory in name order; memory stays at one page."""
+        """Every entry of a directory (a path or an inode number) in name order; memory
+        stays at one page."""
         async for entry in (await self._reads()).scandir(path, plus=plus, page=page):
             yield entry
 
@@ -286,14 +288,16 @@ class Client:
 
     # --- one-shot changes, each its own transaction -------------------------------------
 
-    async def mkdir(self, path: str, mode: int = 0o755, *, parents: bool = False) -> Attr:
+    async def mkdir(self, path: Where, mode: int = 0o755, *, parents: bool = False) -> Attr:
         """Create a directory (with parents=True: and its parents, existing ones are fine)."""
         if parents:
+            if not isinstance(path, str):
+                raise InvalidArgumentError("parents=True takes a path")
             return await self.run(lambda t: t.makedirs(path, mode))
         return await self._one_shot(lambda t: t.mkdir(path, mode))
 
     async def create(
-        self, path: str, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
+        self, path: Where, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
     ) -> Attr:
         """Create an empty file."""
         return await self._one_shot(
@@ -311,19 +315,19 @@ class Client:
             pass
         return await self.create(path)
 
-    async def symlink(self, path: str, target: str) -> Attr:
+    async def symlink(self, path: Where, target: str) -> Attr:
         """Create a symbolic link."""
         return await self._one_shot(lambda t: t.symlink(path, target))
 
-    async def unlink(self, path: str) -> None:
+    async def unlink(self, path: Where) -> None:
         """Remove a file or symbolic link."""
         await self._one_shot(lambda t: t.unlink(path))
 
-    async def rmdir(self, path: str) -> None:
+    async def rmdir(self, path: Where) -> None:
         """Remove an empty directory."""
         await self._one_shot(lambda t: t.rmdir(path))
 
-    async def rename(self, src: str, dst: str, *, replace: bool = True) -> None:
+    async def rename(self, src: Where, dst: Where, *, replace: bool = True) -> None:
         """Move `src` to `dst` atomically."""
         await self._one_shot(lambda t: t.rename(src, dst, replace=replace))
 

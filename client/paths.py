@@ -8,11 +8,33 @@ normalizes what users type (`normalize`); the namenode accepts only canonical pa
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from plasmafs.client.errors import InvalidArgumentError, NameTooLongError
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 MAX_SYMLINK_BYTES = 4096
+
+
+class At(NamedTuple):
+    """One name in the directory of inode number `dir`: how a mount names an entry,
+    knowing the directory's inode and not its path (which a rename may change)."""
+
+    dir: int
+    name: str
+
+
+Where = str | At  # a path, or a name in a directory given by inode number
+
+
+def wire_place(where: Where) -> tuple[bytes, int]:
+    """The (path or name, directory inode) pair a request carries for `where`."""
+    if isinstance(where, At):
+        if not 0 < where.dir < 2**64:
+            raise InvalidArgumentError(f"directory inode {where.dir} is out of range")
+        return check_name(where.name).encode("utf-8"), where.dir
+    return encode(where), 0
 
 
 def check_name(name: str) -> str:

@@ -28,6 +28,7 @@ from plasmafs.client.errors import (
     TransactionError,
     error_from_wire,
 )
+from plasmafs.client.paths import Where
 from plasmafs.client.proto import namenode_pb2 as pb
 
 DEFAULT_PAGE = 1024
@@ -64,12 +65,15 @@ class Reads:
     async def _nothing(self, future: Pending) -> None:
         await self._result(future)
 
-    def lookup(self, path: str, *, follow: bool = False) -> Awaitable[Attr]:
-        """Attributes of the inode at `path` (a symlink itself unless follow=True)."""
-        raw = paths.encode(path)
+    def lookup(self, path: Where, *, follow: bool = False) -> Awaitable[Attr]:
+        """Attributes of the inode at `path` (a symlink itself unless follow=True; an
+        `At` place never follows)."""
+        raw, directory = paths.wire_place(path)
+        if directory and follow:
+            raise InvalidArgumentError("symbolic links are followed only on paths")
         request, future = self._new()
-        request.lookup.path = raw
-        request.lookup.follow = follow
+        q = request.lookup
+        q.path, q.dir, q.follow = raw, directory, follow
         return self._attr(future)
 
     def stat(self, path: str) -> Awaitable[Attr]:
@@ -82,18 +86,23 @@ class Reads:
         request.getattr.ino = ino
         return self._attr(future)
 
-    async def readlink(self, path: str) -> str:
-        """The target of the symbolic link at `path`."""
-        raw = paths.encode(path)
+    async def readlink(self, path: str | int) -> str:
+        """The target of the symbolic link at `path`, or of inode number `path`."""
         request, future = self._new()
-        request.readlink.path = raw
+        if isinstance(path, int):
+            _u64(ino=path)
+            request.readlink.ino = path
+        else:
+            request.readlink.path = paths.encode(path)
         return (await self._result(future)).target.decode()
 
     async def readdir(
-        self, path: str, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
+        self, path: str | int, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
     ) -> tuple[list[DirEntry], bool]:
-        """One page of entries sorting after `after`, and whether more may follow."""
-        raw = paths.encode(path)
+        """One page of entries sorting after `after`, and whether more may follow, of
+        the directory at `path` or of directory inode number `path`."""
+        raw, directory = (b"", path) if isinstance(path, int) else (paths.encode(path), 0)
+        _u64(dir=directory)
         try:
             cursor = after.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -101,7 +110,7 @@ class Reads:
         _u32(limit=max(0, limit))
         request, future = self._new()
         q = request.readdir
-        q.path, q.after, q.limit, q.plus = raw, cursor, max(0, limit), plus
+        q.path, q.dir, q.after, q.limit, q.plus = raw, directory, cursor, max(0, limit), plus
         page = (await self._result(future)).dir_page
         entries = [
             DirEntry(
@@ -115,7 +124,7 @@ class Reads:
         return entries, page.more
 
     async def scandir(
-        self, path: str, *, plus: bool = False, page: int = DEFAULT_PAGE
+        self, path: str | int, *, plus: bool = False, page: int = DEFAULT_PAGE
     ) -> AsyncIterator[DirEntry]:
         """Every entry of a directory, in name order, fetched a page at a time."""
         after = ""
@@ -268,13 +277,13 @@ class Transaction(Reads):
         q.ino, q.file_index, q.count = ino, file_index, count
         return self._block_list(future)
 
-    def mkdir(self, path: str, mode: int = 0o755) -> Awaitable[Attr]:
+    def mkdir(self, path: Where, mode: int = 0o755) -> Awaitable[Attr]:
         """Create a directory."""
-        raw = paths.encode(path)
+        raw, directory = paths.wire_place(path)
         _u32(mode=mode)
         request, future = self._new()
         q = request.mkdir
-        q.path, q.mode = raw, mode
+        q.path, q.dir, q.mode = raw, directory, mode
         return self._attr(future)
 
     async def makedirs(self, path: str, mode: int = 0o755) -> Attr:
@@ -297,49 +306,51 @@ class Transaction(Reads):
         return attr
 
     def create(
-        self, path: str, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
+        self, path: Where, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
     ) -> Awaitable[Attr]:
         """Create an empty file (ExistsError if the name is taken); 0 means the default."""
-        raw = paths.encode(path)
+        raw, directory = paths.wire_place(path)
         _u32(mode=mode, replication=replication, blocksize=blocksize)
         request, future = self._new()
         q = request.create
-        q.path, q.mode = raw, mode
+        q.path, q.dir, q.mode = raw, directory, mode
         q.replication, q.blocksize = replication, blocksize
         return self._attr(future)
 
-    def symlink(self, path: str, target: str) -> Awaitable[Attr]:
+    def symlink(self, path: Where, target: str) -> Awaitable[Attr]:
         """Create a symbolic link at `path` pointing to `target`."""
-        raw = paths.encode(path)
+        raw, directory = paths.wire_place(path)
         try:
             raw_target = target.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidArgumentError("symlink target is not encodable as UTF-8") from exc
         request, future = self._new()
         q = request.symlink
-        q.path, q.target = raw, raw_target
+        q.path, q.dir, q.target = raw, directory, raw_target
         return self._attr(future)
 
-    def unlink(self, path: str) -> Awaitable[None]:
+    def unlink(self, path: Where) -> Awaitable[None]:
         """Remove a file or symbolic link."""
-        raw = paths.encode(path)
+        raw, directory = paths.wire_place(path)
         request, future = self._new()
-        request.unlink.path = raw
+        request.unlink.path, request.unlink.dir = raw, directory
         return self._nothing(future)
 
-    def rmdir(self, path: str) -> Awaitable[None]:
+    def rmdir(self, path: Where) -> Awaitable[None]:
         """Remove an empty directory."""
-        raw = paths.encode(path)
+        raw, directory = paths.wire_place(path)
         request, future = self._new()
-        request.rmdir.path = raw
+        request.rmdir.path, request.rmdir.dir = raw, directory
         return self._nothing(future)
 
-    def rename(self, src: str, dst: str, *, replace: bool = True) -> Awaitable[None]:
+    def rename(self, src: Where, dst: Where, *, replace: bool = True) -> Awaitable[None]:
         """Move `src` to `dst` atomically; replace=False refuses an existing `dst`."""
-        raw_src, raw_dst = paths.encode(src), paths.encode(dst)
+        raw_src, src_dir = paths.wire_place(src)
+        raw_dst, dst_dir = paths.wire_place(dst)
         request, future = self._new()
         q = request.rename
         q.src, q.dst, q.noreplace = raw_src, raw_dst, not replace
+        q.src_dir, q.dst_dir = src_dir, dst_dir
         return self._nothing(future)
 
     def setattr(

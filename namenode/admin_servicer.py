@@ -19,6 +19,7 @@ from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
 from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.replication import ReplicationMonitor
 
@@ -137,7 +138,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         try:
             self.gate.superuser(context, "fsck")
             raw = request.path or b"/"
-            attr = await self.ns.lookup(None, raw, True, who=SUPERUSER)
+            attr = await self.ns.lookup(None, Place.of(raw), True, who=SUPERUSER)
             root_path = paths.normalize(raw.decode())
             totals = FsckTotals()
             if attr.kind is FileKind.SYMLINK:

@@ -54,9 +54,11 @@ from plasmafs.namenode.permissions import (
     check_chown,
     check_create,
     check_remove,
+    check_search,
     check_set_times,
     new_owner,
 )
+from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import SUPERUSER, Principal
 from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
@@ -217,24 +219,27 @@ class Namespace:
         self._ino_next += 1
         return ino
 
-    async def _parent_dir(self, t: Txn, parts: list[str]) -> Inode:
-        """The directory holding the last component of `parts`."""
-        parent = await self.view.resolve(t.who, t, parts[:-1], follow_last=True)
+    async def _parent_dir(self, t: Txn, where: Place) -> Inode:
+        """The directory holding the last component of `where`."""
+        parent = await self.view.resolve_place(t.who, t, where.parent(), follow_last=True)
         if parent.kind is not FileKind.DIRECTORY:
-            raise NotDirectoryError(f"not a directory: /{'/'.join(parts[:-1])}")
+            raise NotDirectoryError(f"not a directory: {where.parent_shown}")
+        if where.anchored:  # a path's walk searched it already
+            a = parent.attr
+            check_search(t.who, a.mode, a.uid, a.gid, where.parent_shown)
         return parent
 
-    async def _lock_parent(self, t: Txn, parent: Inode, parts: list[str]) -> Inode:
-        """Lock `parent` shared and the entry `parts` names in it exclusive, once the
+    async def _lock_parent(self, t: Txn, parent: Inode, where: Place) -> Inode:
+        """Lock `parent` shared and the entry `where` names in it exclusive, once the
         caller may change the directory (W and X), and return it as locked."""
-        what = "/" + "/".join(parts)
+        what = where.shown
         a = parent.attr
         check_create(t.who, a.mode, a.uid, a.gid, what)
         await self._lock(t, ("i", parent.ino), False)
-        await self._lock(t, ("e", parent.ino, parts[-1]), True)
+        await self._lock(t, ("e", parent.ino, where.parts[-1]), True)
         fresh = await self.view.inode(t, parent.ino)
         if fresh is None:
-            raise NotFoundError(f"directory /{'/'.join(parts[:-1])} was removed")
+            raise NotFoundError(f"directory {where.parent_shown} was removed")
         a = fresh.attr
         check_create(t.who, a.mode, a.uid, a.gid, what)  # a chmod may have come first
         return fresh
@@ -254,11 +259,11 @@ class Namespace:
 
     # --- reads ---------------------------------------------------------------------------
 
-    async def lookup(self, txn: Txn | None, raw: bytes, follow: bool, *, who: Principal) -> Attr:
-        """Attributes of the inode at a path."""
+    async def lookup(self, txn: Txn | None, where: Place, follow: bool, *, who: Principal) -> Attr:
+        """Attributes of the inode at a place."""
         if txn is not None:
             txn.check_open()
-        return (await self.view.resolve(who, txn, paths.split_canonical(raw), follow)).attr
+        return (await self.view.resolve_place(who, txn, where, follow)).attr
 
     async def getattr(self, txn: Txn | None, ino: int, *, who: Principal) -> Attr:
         """Attributes of inode `ino`."""
@@ -270,19 +275,27 @@ class Namespace:
         await self.view.check_ancestors(who, txn, inode)
         return inode.attr
 
-    async def readlink(self, txn: Txn | None, raw: bytes, *, who: Principal) -> str:
-        """The target of the symbolic link at a path."""
+    async def readlink(self, txn: Txn | None, where: Place | int, *, who: Principal) -> str:
+        """The target of the symbolic link at a place or of inode number `where`."""
         if txn is not None:
             txn.check_open()
-        inode = await self.view.resolve(who, txn, paths.split_canonical(raw), follow_last=False)
+        if isinstance(where, int):
+            inode = await self.view.inode(txn, where)
+            if inode is None:
+                raise NotFoundError(f"no inode {where}")
+            await self.view.check_ancestors(who, txn, inode)
+            shown = f"inode {where}"
+        else:
+            inode = await self.view.resolve_place(who, txn, where, follow_last=False)
+            shown = where.shown
         if inode.target is None:
-            raise InvalidArgumentError(f"not a symbolic link: {raw.decode(errors='replace')}")
+            raise InvalidArgumentError(f"not a symbolic link: {shown}")
         return inode.target
 
     async def readdir(
         self,
         txn: Txn | None,
-        raw: bytes,
+        where: Place,
         after: bytes,
         limit: int,
         max_limit: int,
@@ -295,11 +308,11 @@ class Namespace:
         permission too."""
         if txn is not None:
             txn.check_open()
-        directory = await self.view.resolve(who, txn, paths.split_canonical(raw), follow_last=True)
+        directory = await self.view.resolve_place(who, txn, where, follow_last=True)
         if directory.kind is not FileKind.DIRECTORY:
-            raise NotDirectoryError(f"not a directory: {raw.decode(errors='replace')}")
+            raise NotDirectoryError(f"not a directory: {where.shown}")
         a = directory.attr
-        check_access(who, a.mode, a.uid, a.gid, R | X if plus else R, raw.decode(errors="replace"))
+        check_access(who, a.mode, a.uid, a.gid, R | X if plus else R, where.shown)
         limit = max(1, min(limit or max_limit, max_limit))
         return await list_page(
             self.store,
@@ -371,12 +384,12 @@ class Namespace:
 
     # --- changes -------------------------------------------------------------------------
 
-    async def mkdir(self, txn: Txn | None, raw: bytes, mode: int) -> Attr:
+    async def mkdir(self, txn: Txn | None, where: Place, mode: int) -> Attr:
         """Create a directory."""
         t = self._writable(txn)
-        parts = _new_path(raw, ExistsError("/ exists"))
+        _new_name(where, ExistsError("/ exists"))
         check_mode(mode)
-        parent, name = await self._free_name(t, parts, raw)
+        parent, name = await self._free_name(t, where)
         ino = await self._new_ino()
         attr = self._new_attr(t.who, parent, FileKind.DIRECTORY, ino, mode, nlink=2)
         self._link_new(t, parent, name, Inode(attr), nlink_delta=+1)
@@ -386,14 +399,14 @@ class Namespace:
     async def create(
         self,
         txn: Txn | None,
-        raw: bytes,
+        where: Place,
         mode: int,
         replication: int,
         blocksize: int,
     ) -> Attr:
         """Create an empty file; EEXIST if the name is taken."""
         t = self._writable(txn)
-        parts = _new_path(raw, IsDirectoryError("/ is a directory"))
+        _new_name(where, IsDirectoryError("/ is a directory"))
         check_mode(mode)
         replication = check_replication(replication or self.default_replication)
         blocksize = check_blocksize(blocksize or self.default_blocksize)
@@ -401,18 +414,18 @@ class Namespace:
             raise InvalidArgumentError(
                 f"blocksize {blocksize} differs from the cluster's {self.default_blocksize}"
             )
-        parent, name = await self._free_name(t, parts, raw)
+        parent, name = await self._free_name(t, where)
         ino = await self._new_ino()
         attr = self._new_attr(t.who, parent, FileKind.FILE, ino, mode, replication=replication)
         self._link_new(t, parent, name, Inode(attr))
         return attr
 
-    async def symlink(self, txn: Txn | None, raw: bytes, target_raw: bytes) -> Attr:
+    async def symlink(self, txn: Txn | None, where: Place, target_raw: bytes) -> Attr:
         """Create a symbolic link to `target_raw`."""
         t = self._writable(txn)
-        parts = _new_path(raw, ExistsError("/ exists"))
+        _new_name(where, ExistsError("/ exists"))
         target = paths.check_symlink_target(target_raw)
-        parent, name = await self._free_name(t, parts, raw)
+        parent, name = await self._free_name(t, where)
         ino = await self._new_ino()
         attr = self._new_attr(t.who, parent, FileKind.SYMLINK, ino, 0o777, size=len(target_raw))
         self._link_new(t, parent, name, Inode(attr, target))
@@ -421,15 +434,15 @@ class Namespace:
     # The steps every new name takes: lock its parent, check the name is free, build the
     # new inode's attributes, link it in.
 
-    async def _free_name(self, t: Txn, parts: list[str], raw: bytes) -> tuple[Inode, str]:
-        parent, name = await self._parent_dir(t, parts), parts[-1]
+    async def _free_name(self, t: Txn, where: Place) -> tuple[Inode, str]:
+        parent, name = await self._parent_dir(t, where), where.parts[-1]
         # A taken name is EEXIST before any write check, as open(O_CREAT) of an existing
         # file in a directory the caller cannot write.
         if await self.view.entry(t, parent.ino, name) is not None:
-            raise ExistsError(f"{raw.decode()} exists")
-        parent = await self._lock_parent(t, parent, parts)
+            raise ExistsError(f"{where.shown} exists")
+        parent = await self._lock_parent(t, parent, where)
         if await self.view.entry(t, parent.ino, name) is not None:
-            raise ExistsError(f"{raw.decode()} exists")
+            raise ExistsError(f"{where.shown} exists")
         return parent, name
 
     def _new_attr(
@@ -459,121 +472,119 @@ class Namespace:
         t.cs.set_entry(parent.ino, name, inode.ino)
         t.cs.touch(parent.ino, inode.attr.mtime_ns, nlink_delta)
 
-    async def unlink(self, txn: Txn | None, raw: bytes) -> None:
+    async def unlink(self, txn: Txn | None, where: Place) -> None:
         """Remove a file or symbolic link."""
         t = self._writable(txn)
-        parts = paths.split_canonical(raw)
-        if not parts:
-            raise IsDirectoryError("/ is a directory")
-        parent = await self._lock_parent(t, await self._parent_dir(t, parts), parts)
-        name = parts[-1]
-        victim = await self._locked_entry_inode(t, parent, name, raw)
+        _new_name(where, IsDirectoryError("/ is a directory"))
+        parent = await self._lock_parent(t, await self._parent_dir(t, where), where)
+        name = where.parts[-1]
+        victim = await self._locked_entry_inode(t, parent, name, where)
         if victim.kind is FileKind.DIRECTORY:
-            raise IsDirectoryError(f"{raw.decode()} is a directory")
+            raise IsDirectoryError(f"{where.shown} is a directory")
         if victim.kind is FileKind.FILE:
             await self.data.drop_all(t, victim.ino)
         t.cs.set_entry(parent.ino, name, None)
         t.cs.delete_inode(victim.ino, victim.kind)
         t.cs.touch(parent.ino, time.time_ns())
 
-    async def rmdir(self, txn: Txn | None, raw: bytes) -> None:
+    async def rmdir(self, txn: Txn | None, where: Place) -> None:
         """Remove an empty directory."""
         t = self._writable(txn)
-        parts = paths.split_canonical(raw)
-        if not parts:
-            raise BusyError("the root directory cannot be removed")
-        parent = await self._lock_parent(t, await self._parent_dir(t, parts), parts)
-        name = parts[-1]
-        victim = await self._locked_entry_inode(t, parent, name, raw)
+        _new_name(where, BusyError("the root directory cannot be removed"))
+        parent = await self._lock_parent(t, await self._parent_dir(t, where), where)
+        name = where.parts[-1]
+        victim = await self._locked_entry_inode(t, parent, name, where)
         if victim.kind is not FileKind.DIRECTORY:
-            raise NotDirectoryError(f"{raw.decode()} is not a directory")
+            raise NotDirectoryError(f"{where.shown} is not a directory")
         if await self._has_children(t, victim.ino):
-            raise NotEmptyError(f"{raw.decode()} is not empty")
+            raise NotEmptyError(f"{where.shown} is not empty")
         t.cs.set_entry(parent.ino, name, None)
         t.cs.delete_inode(victim.ino, victim.kind)
         t.cs.touch(parent.ino, time.time_ns(), -1)
 
-    async def _locked_entry_inode(self, t: Txn, parent: Inode, name: str, raw: bytes) -> Inode:
+    async def _locked_entry_inode(self, t: Txn, parent: Inode, name: str, where: Place) -> Inode:
         """The inode of entry `name` in the locked directory `parent`, locked exclusive
         once the caller may remove the entry (checked before the lock and again after
         it: the inode's owner may change meanwhile)."""
         ino = await self.view.entry(t, parent.ino, name)
         if ino is None:
-            raise NotFoundError(f"no such file or directory: {raw.decode()}")
+            raise NotFoundError(f"no such file or directory: {where.shown}")
         seen = await self.view.inode(t, ino)
         if seen is not None:
-            self._check_remove(t.who, parent, seen, raw)
+            self._check_remove(t.who, parent, seen, where)
         await self._lock(t, ("i", ino), True)
         inode = await self.view.inode(t, ino)
         if inode is None:
-            raise NotFoundError(f"no such file or directory: {raw.decode()}")
-        self._check_remove(t.who, parent, inode, raw)
+            raise NotFoundError(f"no such file or directory: {where.shown}")
+        self._check_remove(t.who, parent, inode, where)
         return inode
 
     @staticmethod
-    def _check_remove(who: Principal, parent: Inode, victim: Inode, raw: bytes) -> None:
+    def _check_remove(who: Principal, parent: Inode, victim: Inode, where: Place) -> None:
         p = parent.attr
-        check_remove(who, p.mode, p.uid, p.gid, victim.attr.uid, raw.decode())
+        check_remove(who, p.mode, p.uid, p.gid, victim.attr.uid, where.shown)
 
-    async def _locked_dir(self, t: Txn, ino: int, path: list[str]) -> Inode:
+    async def _locked_dir(self, t: Txn, ino: int, where: Place) -> Inode:
         found = await self.view.inode(t, ino)
         if found is None:
-            raise NotFoundError(f"directory /{'/'.join(path)} was removed")
+            raise NotFoundError(f"directory {where.parent_shown} was removed")
         return found
 
-    async def rename(
-        self, txn: Txn | None, src_raw: bytes, dst_raw: bytes, noreplace: bool
-    ) -> None:
+    async def rename(self, txn: Txn | None, src: Place, dst: Place, noreplace: bool) -> None:
         """Move an entry atomically, replacing the destination by POSIX rules."""
         t = self._writable(txn)
-        src_parts = paths.split_canonical(src_raw)
-        dst_parts = paths.split_canonical(dst_raw)
+        src_parts, dst_parts = src.parts, dst.parts
         if not src_parts or not dst_parts:
             raise BusyError("the root directory cannot be renamed or replaced")
-        if len(dst_parts) > len(src_parts) and dst_parts[: len(src_parts)] == src_parts:
-            raise InvalidArgumentError(f"cannot move {src_raw.decode()} into itself")
+        if (
+            not src.anchored
+            and not dst.anchored
+            and len(dst_parts) > len(src_parts)
+            and dst_parts[: len(src_parts)] == src_parts
+        ):
+            raise InvalidArgumentError(f"cannot move {src.shown} into itself")
         who = t.who
-        src_dir = await self.view.resolve(who, t, src_parts[:-1], follow_last=True)
-        dst_dir = await self.view.resolve(who, t, dst_parts[:-1], follow_last=True)
-        for d, p in ((src_dir, src_parts), (dst_dir, dst_parts)):
+        src_dir = await self.view.resolve_place(who, t, src.parent(), follow_last=True)
+        dst_dir = await self.view.resolve_place(who, t, dst.parent(), follow_last=True)
+        for d, where in ((src_dir, src), (dst_dir, dst)):
             if d.kind is not FileKind.DIRECTORY:
-                raise NotDirectoryError(f"not a directory: /{'/'.join(p[:-1])}")
+                raise NotDirectoryError(f"not a directory: {where.parent_shown}")
             # Both directories change: W and X on each before any lock.
-            check_create(who, d.attr.mode, d.attr.uid, d.attr.gid, "/" + "/".join(p))
+            check_create(who, d.attr.mode, d.attr.uid, d.attr.gid, where.shown)
         src_name, dst_name = src_parts[-1], dst_parts[-1]
         for ino in sorted({src_dir.ino, dst_dir.ino}):
             await self._lock(t, ("i", ino), False)
         for key in sorted({(src_dir.ino, src_name), (dst_dir.ino, dst_name)}):
             await self._lock(t, ("e", *key), True)
-        src_dir = await self._locked_dir(t, src_dir.ino, src_parts[:-1])
-        dst_dir = await self._locked_dir(t, dst_dir.ino, dst_parts[:-1])
+        src_dir = await self._locked_dir(t, src_dir.ino, src)
+        dst_dir = await self._locked_dir(t, dst_dir.ino, dst)
         if (src_dir.ino, src_name) == (dst_dir.ino, dst_name):
-            await self._locked_entry_inode(t, src_dir, src_name, src_raw)
+            await self._locked_entry_inode(t, src_dir, src_name, src)
             return
-        moved = await self._locked_entry_inode(t, src_dir, src_name, src_raw)
+        moved = await self._locked_entry_inode(t, src_dir, src_name, src)
         is_dir = moved.kind is FileKind.DIRECTORY
         if is_dir and src_dir.ino != dst_dir.ino:
             m = moved.attr  # its ".." entry changes
-            check_access(who, m.mode, m.uid, m.gid, W, src_raw.decode())
+            check_access(who, m.mode, m.uid, m.gid, W, src.shown)
             await self._lock(t, DIRTREE_LOCK, True)
-            await self._check_not_ancestor(t, moved.ino, dst_dir.ino, src_raw)
+            await self._check_not_ancestor(t, moved.ino, dst_dir.ino, src)
         replaced_ino = await self.view.entry(t, dst_dir.ino, dst_name)
         replaced: Inode | None = None
         if replaced_ino is not None:
             if noreplace:
-                raise ExistsError(f"{dst_raw.decode()} exists")
-            replaced = await self._locked_entry_inode(t, dst_dir, dst_name, dst_raw)
+                raise ExistsError(f"{dst.shown} exists")
+            replaced = await self._locked_entry_inode(t, dst_dir, dst_name, dst)
             if is_dir and replaced.kind is not FileKind.DIRECTORY:
-                raise NotDirectoryError(f"{dst_raw.decode()} is not a directory")
+                raise NotDirectoryError(f"{dst.shown} is not a directory")
             if not is_dir and replaced.kind is FileKind.DIRECTORY:
-                raise IsDirectoryError(f"{dst_raw.decode()} is a directory")
+                raise IsDirectoryError(f"{dst.shown} is a directory")
             if is_dir and await self._has_children(t, replaced.ino):
-                raise NotEmptyError(f"{dst_raw.decode()} is not empty")
+                raise NotEmptyError(f"{dst.shown} is not empty")
             if replaced.kind is FileKind.FILE:
                 await self.data.drop_all(t, replaced.ino)
         else:
             at = dst_dir.attr
-            check_create(who, at.mode, at.uid, at.gid, dst_raw.decode())
+            check_create(who, at.mode, at.uid, at.gid, dst.shown)
         now = time.time_ns()
         cs = t.cs
         cs.set_entry(src_dir.ino, src_name, None)
@@ -595,11 +606,11 @@ class Namespace:
         cs.touch(src_dir.ino, now, src_delta)
         cs.touch(dst_dir.ino, now, dst_delta)
 
-    async def _check_not_ancestor(self, t: Txn, moved: int, start: int, raw: bytes) -> None:
+    async def _check_not_ancestor(self, t: Txn, moved: int, start: int, src: Place) -> None:
         node: int | None = start
         for _ in range(MAX_DEPTH):
             if node == moved:
-                raise InvalidArgumentError(f"cannot move {raw.decode()} into its own subtree")
+                raise InvalidArgumentError(f"cannot move {src.shown} into its own subtree")
             if node == ROOT_INO or node is None:
                 return
             node = await self._parent_of_dir(t, node)
@@ -748,9 +759,7 @@ class _Asked:
         )
 
 
-def _new_path(raw: bytes, at_root: PlasmaError) -> list[str]:
-    """The components of a path a new name is made at; `at_root` for "/" itself."""
-    parts = paths.split_canonical(raw)
-    if not parts:
+def _new_name(where: Place, at_root: PlasmaError) -> None:
+    """Raise `at_root` unless `where` names an entry (not the root itself)."""
+    if not where.parts:
         raise at_root
-    return parts

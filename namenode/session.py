@@ -19,11 +19,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from plasmafs.client.attributes import Extent
-from plasmafs.client.errors import BusyError, PlasmaError, StorageError, TransactionError
+from plasmafs.client.errors import (
+    BusyError,
+    InvalidArgumentError,
+    PlasmaError,
+    StorageError,
+    TransactionError,
+)
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.namenode.eager import start_eagerly
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.records import Inode
 from plasmafs.namenode.settings import NamenodeSettings
@@ -209,7 +216,8 @@ async def _abort(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> 
 
 
 async def _lookup(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    (await s.ns.lookup(t, r.lookup.path, r.lookup.follow, who=s.who)).to_wire(out.attr)
+    q = r.lookup
+    (await s.ns.lookup(t, Place.of(q.path, q.dir), q.follow, who=s.who)).to_wire(out.attr)
 
 
 async def _getattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
@@ -219,7 +227,13 @@ async def _getattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.readdir
     entries, more = await s.ns.readdir(
-        t, q.path, q.after, q.limit, s.settings.max_readdir_page, plus=q.plus, who=s.who
+        t,
+        Place.directory(q.path, q.dir),
+        q.after,
+        q.limit,
+        s.settings.max_readdir_page,
+        plus=q.plus,
+        who=s.who,
     )
     page = out.dir_page
     page.more = more
@@ -232,28 +246,28 @@ async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 
 async def _mkdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.mkdir
-    (await s.ns.mkdir(t, q.path, q.mode)).to_wire(out.attr)
+    (await s.ns.mkdir(t, Place.of(q.path, q.dir), q.mode)).to_wire(out.attr)
 
 
 async def _create(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.create
-    attr = await s.ns.create(t, q.path, q.mode, q.replication, q.blocksize)
+    attr = await s.ns.create(t, Place.of(q.path, q.dir), q.mode, q.replication, q.blocksize)
     attr.to_wire(out.attr)
 
 
 async def _unlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    await s.ns.unlink(t, r.unlink.path)
+    await s.ns.unlink(t, Place.of(r.unlink.path, r.unlink.dir))
     out.done.SetInParent()
 
 
 async def _rmdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    await s.ns.rmdir(t, r.rmdir.path)
+    await s.ns.rmdir(t, Place.of(r.rmdir.path, r.rmdir.dir))
     out.done.SetInParent()
 
 
 async def _rename(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.rename
-    await s.ns.rename(t, q.src, q.dst, q.noreplace)
+    await s.ns.rename(t, Place.of(q.src, q.src_dir), Place.of(q.dst, q.dst_dir), q.noreplace)
     out.done.SetInParent()
 
 
@@ -277,11 +291,15 @@ async def _setattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 
 async def _symlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.symlink
-    (await s.ns.symlink(t, q.path, q.target)).to_wire(out.attr)
+    (await s.ns.symlink(t, Place.of(q.path, q.dir), q.target)).to_wire(out.attr)
 
 
 async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    out.target = (await s.ns.readlink(t, r.readlink.path, who=s.who)).encode()
+    q = r.readlink
+    if q.ino and q.path:
+        raise InvalidArgumentError("name a symbolic link by its path or its inode, not both")
+    where = q.ino or Place.of(q.path)
+    out.target = (await s.ns.readlink(t, where, who=s.who)).encode()
 
 
 async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:

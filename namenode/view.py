@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from plasmafs.client import paths
 from plasmafs.client.attributes import Attr, FileKind
-from plasmafs.client.errors import LoopError, NotDirectoryError, NotFoundError, StorageError
+from plasmafs.client.errors import (
+    InvalidArgumentError,
+    LoopError,
+    NotDirectoryError,
+    NotFoundError,
+    StorageError,
+)
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.permissions import Caller, X, check_access, check_search, may
+from plasmafs.namenode.place import Place
 from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
@@ -83,6 +90,36 @@ class View:
             if key in entries:
                 return entries[key]
         return await self.committed_entry(parent, name)
+
+    async def resolve_place(
+        self, who: Caller, txn: Txn | None, place: Place, follow_last: bool
+    ) -> Inode:
+        """The inode `place` names, as `resolve` walks it; a place in a directory named
+        by inode number starts there, once the caller may search every directory
+        above it (symlinks are not followed from such a place: their targets are
+        paths, and the mount that names directories by number follows them itself)."""
+        if not place.anchored:
+            return await self.resolve(who, txn, place.parts, follow_last)
+        if follow_last and place.parts:
+            raise InvalidArgumentError(
+                "symbolic links are followed only on paths from the root, not by inode"
+            )
+        start = await self.inode(txn, place.start)
+        if start is None:
+            raise NotFoundError(f"no inode {place.start}")
+        await self.check_ancestors(who, txn, start)
+        if not place.parts:
+            return start
+        if start.kind is not FileKind.DIRECTORY:
+            raise NotDirectoryError(f"inode {place.start} is not a directory")
+        a = start.attr
+        check_search(who, a.mode, a.uid, a.gid, f"directory inode {place.start}")
+        (name,) = place.parts
+        child_ino = await self.entry(txn, start.ino, name)
+        child = await self.inode(txn, child_ino) if child_ino is not None else None
+        if child is None:
+            raise NotFoundError(f"no such file or directory: {place.shown}")
+        return child
 
     async def resolve(
         self, who: Caller, txn: Txn | None, parts: list[str], follow_last: bool

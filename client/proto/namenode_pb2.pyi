@@ -136,12 +136,14 @@ class Abort(_message.Message):
     def __init__(self) -> None: ...
 
 class Lookup(_message.Message):
-    __slots__ = ("path", "follow")
+    __slots__ = ("path", "follow", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     follow: bool
-    def __init__(self, path: _Optional[bytes] = ..., follow: _Optional[bool] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., follow: _Optional[bool] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class GetAttr(_message.Message):
     __slots__ = ("ino",)
@@ -150,58 +152,72 @@ class GetAttr(_message.Message):
     def __init__(self, ino: _Optional[int] = ...) -> None: ...
 
 class ReadDir(_message.Message):
-    __slots__ = ("path", "after", "limit", "plus")
+    __slots__ = ("path", "dir", "after", "limit", "plus")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     PLUS_FIELD_NUMBER: _ClassVar[int]
     path: bytes
+    dir: int
     after: bytes
     limit: int
     plus: bool
-    def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., plus: _Optional[bool] = ...) -> None: ...
+    def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., plus: _Optional[bool] = ...) -> None: ...
 
 class MkDir(_message.Message):
-    __slots__ = ("path", "mode")
+    __slots__ = ("path", "mode", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     mode: int
-    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class Create(_message.Message):
-    __slots__ = ("path", "mode", "replication", "blocksize")
+    __slots__ = ("path", "mode", "replication", "blocksize", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     mode: int
     replication: int
     blocksize: int
-    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class Unlink(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
-    def __init__(self, path: _Optional[bytes] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class RmDir(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
-    def __init__(self, path: _Optional[bytes] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class Rename(_message.Message):
-    __slots__ = ("src", "dst", "noreplace")
+    __slots__ = ("src", "dst", "noreplace", "src_dir", "dst_dir")
     SRC_FIELD_NUMBER: _ClassVar[int]
     DST_FIELD_NUMBER: _ClassVar[int]
     NOREPLACE_FIELD_NUMBER: _ClassVar[int]
+    SRC_DIR_FIELD_NUMBER: _ClassVar[int]
+    DST_DIR_FIELD_NUMBER: _ClassVar[int]
     src: bytes
     dst: bytes
     noreplace: bool
-    def __init__(self, src: _Optional[bytes] = ..., dst: _Optional[bytes] = ..., noreplace: _Optional[bool] = ...) -> None: ...
+    src_dir: int
+    dst_dir: int
+    def __init__(self, src: _Optional[bytes] = ..., dst: _Optional[bytes] = ..., noreplace: _Optional[bool] = ..., src_dir: _Optional[int] = ..., dst_dir: _Optional[int] = ...) -> None: ...
 
 class SetAttr(_message.Message):
     __slots__ = ("path", "ino", "mode", "uid", "gid", "mtime_ns", "size", "replication", "mtime_now")
@@ -226,18 +242,22 @@ class SetAttr(_message.Message):
     def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., mtime_now: _Optional[bool] = ...) -> None: ...
 
 class Symlink(_message.Message):
-    __slots__ = ("path", "target")
+    __slots__ = ("path", "target", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     target: bytes
-    def __init__(self, path: _Optional[bytes] = ..., target: _Optional[bytes] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., target: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class ReadLink(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "ino")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
     path: bytes
-    def __init__(self, path: _Optional[bytes] = ...) -> None: ...
+    ino: int
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ...) -> None: ...
 
 class FsStat(_message.Message):
     __slots__ = ()
