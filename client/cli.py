@@ -172,7 +172,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")
     p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
+    _mount_parsers(sub)
     return parser
+
+
+def _mount_parsers(sub: Any) -> None:
+    """`pfs mount` and `pfs umount`."""
+    p = sub.add_parser("mount", help="mount plasmafs at a directory (FUSE)")
+    p.add_argument("mountpoint", type=Path)
+    p.add_argument(
+        "-o",
+        dest="mount_options",
+        default="",
+        metavar="OPTIONS",
+        help="comma-separated: replication=N, attr_timeout=S, entry_timeout=S, "
+        "negative_timeout=S, ro, allow_other",
+    )
+    p.add_argument("--foreground", action="store_true", help="stay in this process")
+    p.add_argument("--log-file", type=Path, help="default: PFS_HOME/mounts/NAME.log")
+    p = sub.add_parser("umount", help="unmount a plasmafs mount")
+    p.add_argument("mountpoint", type=Path)
 
 
 def _account_parsers(actions: Any) -> None:
@@ -249,6 +268,10 @@ def run_command(args: argparse.Namespace) -> int:
             from plasmafs.client.commands import cmd_local
 
             return cmd_local(args)
+        if args.command in ("mount", "umount"):
+            from plasmafs.client.mount_commands import cmd_mount, cmd_umount
+
+            return (cmd_mount if args.command == "mount" else cmd_umount)(args)
         import uvloop  # here: the client library is loaded only to run a command
 
         from plasmafs.client.commands import run

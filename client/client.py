@@ -49,13 +49,19 @@ class Client:
         tls: ChannelTLS | Literal[False] | None = None,
         token: str | None = None,
         token_file: Path | None = None,
+        lock_wait: float = 0.0,
     ) -> None:
         """A client of the namenode at `address`. `tls`: the CA (and certificate) to
         verify the cluster with; None finds them as `pfs` does (PFS_CLIENT_CA, or the
         local cluster's); False speaks plaintext to an insecure cluster. The client
         acts as the user of `token` (or of the token in `token_file`, PFS_TOKEN_FILE or
-        the local cluster's token file, in that order); a token travels only over TLS."""
+        the local cluster's token file, in that order); a token travels only over TLS.
+        `lock_wait`: how long the one-shot changes (mkdir, create, rename, ...) wait for
+        a lock another transaction holds before they fail with ConflictError."""
+        if lock_wait < 0:
+            raise InvalidArgumentError("lock_wait must be >= 0")
         self.address = address
+        self.lock_wait = lock_wait
         self.connect_timeout = connect_timeout
         self.tls = config.client_tls(address) if tls is None else (tls or None)
         if token is None:
@@ -171,7 +177,7 @@ class Client:
     async def _one_shot(self, op: Callable[[Transaction], Awaitable[T]]) -> T:
         # begin, the operation and commit leave in one frame: one round trip. If the
         # operation fails, the commit that follows it commits nothing.
-        t = Transaction(await self.connection())
+        t = Transaction(await self.connection(), lock_wait=self.lock_wait)
         result = op(t)
         committed = t.commit()
         try:
@@ -239,14 +245,15 @@ class Client:
 
     async def open(
         self,
-        path: str,
+        path: str | int,
         mode: str = "rb",
         *,
         replication: int = 0,
         size_hint: int | None = None,
         commit_every: int | None = None,
     ) -> FileReader | FileWriter:
-        """A file object: "rb" reads, "wb" creates or truncates and writes.
+        """A file object: "rb" reads, "wb" creates or truncates and writes; a file given
+        by inode number is read, or truncated and written.
 
         For "wb": `replication` (0: the cluster default), `size_hint` (lets the namenode
         place the data in fewer, longer runs), `commit_every` (bytes between commits,

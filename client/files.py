@@ -111,7 +111,7 @@ class FileWriter(_FileObject):
         self,
         txn_factory: Callable[[], Awaitable[Transaction]],
         channels: DataChannels,
-        path: str,
+        path: str | int,
         *,
         replication: int = 0,
         size_hint: int | None = None,
@@ -141,24 +141,35 @@ class FileWriter(_FileObject):
         self.closed = False
 
     async def open(self) -> FileWriter:
-        """Create the file, or truncate an existing one, in a new transaction."""
+        """Create the file, or truncate an existing one, in a new transaction (a file
+        given by inode number exists: it is truncated)."""
         t = await self._new_txn()
         try:
-            self.attr = await t.create(self.path, replication=self._replication)
+            if isinstance(self.path, int):
+                self.attr = await self._truncate(t, self.path)
+            else:
+                self.attr = await t.create(self.path, replication=self._replication)
         except ExistsError:
+            assert isinstance(self.path, str)
             current = await t.stat(self.path)
             if current.kind is not FileKind.FILE:
                 await t.abort()
                 raise IsDirectoryError(f"{self.path} is not a regular file") from None
-            changes = {"size": 0}
-            if self._replication:
-                changes["replication"] = self._replication
-            self.attr = await t.setattr(self.path, **changes)
+            self.attr = await self._truncate(t, self.path)
         except BaseException:
             await t.abort()
             raise
         self._bs = self.attr.blocksize
         return self
+
+    async def _truncate(self, t: Transaction, target: str | int) -> Attr:
+        changes = {"size": 0}
+        if self._replication:
+            changes["replication"] = self._replication
+        attr = await t.setattr(target, **changes)
+        if attr.kind is not FileKind.FILE:
+            raise IsDirectoryError(f"{self.path} is not a regular file")
+        return attr
 
     async def _new_txn(self) -> Transaction:
         self._txn = await self._begin()
@@ -194,6 +205,14 @@ class FileWriter(_FileObject):
             await self._fail()
             raise
         return len(data)
+
+    async def setattr(self, **changes: int | None) -> Attr:
+        """Change the file's attributes (mode, owner, mtime) in the writing
+        transaction: they become visible with the content, at close."""
+        self._check_open()
+        assert self._txn is not None and self.attr is not None
+        self.attr = await self._txn.setattr(self.attr.ino, **changes)
+        return self.attr
 
     def tell(self) -> int:
         """The bytes written so far."""
@@ -359,7 +378,7 @@ class FileReader(_FileObject):
 
     _capabilities = frozenset({"read", "seek"})
 
-    def __init__(self, reads: CommittedReads, channels: DataChannels, path: str) -> None:
+    def __init__(self, reads: CommittedReads, channels: DataChannels, path: str | int) -> None:
         self._reads = reads
         self._channels = channels
         self.path = path
@@ -375,7 +394,10 @@ class FileReader(_FileObject):
     async def open(self) -> FileReader:
         """Fetch the attributes and the whole block list (the only namenode requests while
         the tickets live)."""
-        attr = await self._reads.stat(self.path)
+        if isinstance(self.path, int):
+            attr = await self._reads.getattr(self.path)
+        else:
+            attr = await self._reads.stat(self.path)
         if attr.kind is not FileKind.FILE:
             raise IsDirectoryError(f"{self.path} is not a regular file")
         self._take(await self._reads.blocks(attr.ino))

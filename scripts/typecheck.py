@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("client", "namenode", "datanode", "sql")
+PACKAGES = ("client", "namenode", "datanode", "mount", "sql")
 
 
 def main() -> int:

@@ -1,0 +1,7 @@
+"""`python -m plasmafs.mount`: run one mount in this process (see `daemon`)."""
+
+import sys
+
+from plasmafs.mount.daemon import main
+
+sys.exit(main())

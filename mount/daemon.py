@@ -1,0 +1,145 @@
+"""The mount's process: connect, mount, serve FUSE requests until unmounted.
+
+    python -m plasmafs.mount MOUNTPOINT [--options TEXT] [--namenode ADDR]
+        [--token-file PATH] [--ready-fd N] [--log-file PATH]
+
+`pfs mount` starts this in the background and waits on `--ready-fd` for one line:
+"ok" once the file system is mounted, or the error that kept it from mounting. SIGTERM
+and SIGINT unmount and exit; so does `pfs umount` (fusermount3 -u), which ends the
+FUSE session. Writes not yet committed when the mount goes away are aborted: nothing
+half-written becomes visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pyfuse3
+import pyfuse3.asyncio
+import uvloop
+
+from plasmafs.client import Client, config
+from plasmafs.client.errors import ConfigError, PlasmaError
+from plasmafs.client.mount_commands import is_mounted
+from plasmafs.mount.operations import PlasmaOperations
+from plasmafs.mount.options import MountOptions
+
+log = logging.getLogger(__name__)
+
+MAX_TASKS = 256  # FUSE requests handled at once
+# A system call on a name another transaction has locked waits, as on a local file
+# system, rather than failing with EAGAIN.
+LOCK_WAIT = 30.0
+
+
+def fuse_options(options: MountOptions) -> set[str]:
+    """The libfuse mount options. No default_permissions: the namenode decides, for the
+    mount's plasmafs user, whoever the local caller is."""
+    chosen = {"fsname=plasmafs", "subtype=pfs"}
+    if options.ro:
+        chosen.add("ro")
+    if options.allow_other:
+        chosen.add("allow_other")
+    return chosen
+
+
+def check_mountpoint(mountpoint: Path) -> Path:
+    """The mount point as an absolute path, if it is a directory this user may use."""
+    path = mountpoint.expanduser().absolute()
+    if is_mounted(path):
+        raise ConfigError(f"{path} is already a mount point (pfs umount it first)")
+    if not path.is_dir():
+        raise ConfigError(f"mount point {path} is not a directory")
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise ConfigError(f"mount point {path}: permission denied")
+    return path
+
+
+class Ready:
+    """The one line `pfs mount` waits for on a descriptor: said once, then closed."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def say(self, line: str) -> None:
+        """Send `line` ("ok" or why mounting failed) unless a line was sent already."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError), os.fdopen(fd, "w") as out:
+            out.write(line.replace("\n", " ") + "\n")
+
+
+async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Ready) -> None:
+    """Mount `fs` at `mountpoint` and answer requests until the file system is
+    unmounted or a signal asks to stop."""
+    await fs.connection()  # fail before mounting when the namenode is unreachable
+    operations = PlasmaOperations(fs, options)
+    pyfuse3.asyncio.enable()
+    pyfuse3.init(operations, str(mountpoint), fuse_options(options))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, pyfuse3.terminate)
+    try:
+        log.info("mounted %s at %s", fs.address, mountpoint)
+        ready.say("ok")
+        await pyfuse3.main(max_tasks=MAX_TASKS)
+    finally:
+        await operations.close()
+        pyfuse3.close(unmount=True)
+        log.info("unmounted %s", mountpoint)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The daemon's command line."""
+    parser = argparse.ArgumentParser(prog="python -m plasmafs.mount", description=__doc__)
+    parser.add_argument("mountpoint", type=Path)
+    parser.add_argument("--options", "-o", default="")
+    parser.add_argument("--namenode")
+    parser.add_argument("--token-file", type=Path)
+    parser.add_argument("--ready-fd", type=int)
+    parser.add_argument("--log-file", type=Path)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a mount in this process; the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        filename=args.log_file,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ready = Ready(args.ready_fd)
+    try:
+        options = MountOptions.parse(args.options)
+        mountpoint = check_mountpoint(args.mountpoint)
+        fs = Client(
+            config.namenode_address(args.namenode),
+            token_file=args.token_file,
+            lock_wait=LOCK_WAIT,
+        )
+        uvloop.run(_serve_and_close(mountpoint, options, fs, ready))
+    except (PlasmaError, RuntimeError, OSError) as exc:
+        # RuntimeError: libfuse could not mount (no /dev/fuse, no fusermount3, ...).
+        log.error("mount failed: %s", exc)
+        ready.say(str(exc))
+        print(f"pfs: mount: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve_and_close(
+    mountpoint: Path, options: MountOptions, fs: Client, ready: Ready
+) -> None:
+    try:
+        await serve(mountpoint, options, fs, ready)
+    finally:
+        await fs.close()

@@ -1,0 +1,362 @@
+"""The FUSE requests of a mount, answered through the asyncio client.
+
+Each request is one or two namenode requests by inode number (`At` for names in a
+directory), never a path walk, so a rename elsewhere cannot redirect it. Errors
+become the errno of their plasmafs error (`entries.fuse_error`).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import pyfuse3
+
+from plasmafs.client import At, Client
+from plasmafs.client.attributes import Attr, DirEntry
+from plasmafs.client.errors import NotFoundError
+from plasmafs.client.files import FileWriter
+from plasmafs.mount.entries import absent, entry, fuse_error
+from plasmafs.mount.handles import OpenFile
+from plasmafs.mount.options import MountOptions
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DIRECTORY_PAGE = 1024  # entries per namenode request while listing
+MAX_NAME = 255
+
+
+async def answer(work: Awaitable[T]) -> T:
+    """The result of `work`, or the FUSEError its failure stands for."""
+    try:
+        return await work
+    except Exception as exc:
+        raise fuse_error(exc) from None
+
+
+def _name(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise pyfuse3.FUSEError(errno.EINVAL) from None
+
+
+class _Listing:
+    """An open directory: the entries handed to the kernel so far, so that a listing
+    continues after the last one it took (the kernel's offsets are their positions)."""
+
+    def __init__(self, ino: int) -> None:
+        self.ino = ino
+        self.names: list[str] = []
+        self.done = False
+
+
+class PlasmaOperations(pyfuse3.Operations):
+    """pyfuse3's request handlers for a plasmafs client."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, fs: Client, options: MountOptions) -> None:
+        super().__init__()
+        self.fs = fs
+        self.options = options
+        self._handles: dict[int, OpenFile] = {}
+        self._listings: dict[int, _Listing] = {}
+        self._numbers = itertools.count(1)
+
+    # --- names and attributes -------------------------------------------------------------
+
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """The entry `name` of a directory."""
+        if len(name) > MAX_NAME:
+            raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
+        try:
+            attr = await self.fs.lookup(At(parent_inode, _name(name)))
+        except NotFoundError:
+            if self.options.negative_timeout > 0:
+                return absent(self.options)
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+        except Exception as exc:
+            raise fuse_error(exc) from None
+        return self._entry(attr)
+
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        """The attributes of an inode (of an open file removed meanwhile: as last known,
+        with no links left)."""
+        try:
+            attr = await self.fs.getattr(inode)
+        except NotFoundError:
+            kept = self._open_attr(inode)
+            if kept is None:
+                raise pyfuse3.FUSEError(errno.ENOENT) from None
+            return entry(kept, self.options)
+        except Exception as exc:
+            raise fuse_error(exc) from None
+        return self._entry(attr)
+
+    def _entry(self, attr: Attr) -> pyfuse3.EntryAttributes:
+        """The kernel's view of `attr`; a file this mount is writing has the size
+        written so far (the namenode has its size of the last commit)."""
+        writer = self._writer_of(attr.ino)
+        if writer is not None:
+            attr = replace(attr, size=writer.tell())
+        return entry(attr, self.options)
+
+    def _writer_of(self, inode: int) -> FileWriter | None:
+        for handle in self._handles.values():
+            if handle.ino == inode and handle.writer is not None:
+                return handle.writer
+        return None
+
+    def _open_attr(self, inode: int) -> Attr | None:
+        for handle in self._handles.values():
+            if handle.ino == inode:
+                return replace(handle.attr, nlink=0)
+        return None
+
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        """chmod, chown, utimes and truncate."""
+        self._check_writable()
+        changes: dict[str, Any] = {}
+        if fields.update_mode:
+            changes["mode"] = stat.S_IMODE(attr.st_mode)
+        if fields.update_uid:
+            changes["uid"] = attr.st_uid
+        if fields.update_gid:
+            changes["gid"] = attr.st_gid
+        if fields.update_mtime:
+            changes["mtime_ns"] = attr.st_mtime_ns
+        writer = self._writer_of(inode)
+        if fields.update_size:
+            if writer is not None:  # ftruncate while writing: only to where it is
+                if attr.st_size != writer.tell():
+                    raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
+            else:
+                changes["size"] = attr.st_size
+        if writer is not None:
+            # The writing transaction holds the inode: the change joins it.
+            new = await answer(writer.setattr(**changes)) if changes else writer.attr
+            assert new is not None
+        else:
+            new = await answer(self.fs.setattr(inode, **changes))
+        for handle in self._handles.values():
+            if handle.ino == inode:
+                handle.attr = new
+        return self._entry(new)
+
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        """A symbolic link's target."""
+        return (await answer(self.fs.readlink(inode))).encode("utf-8")
+
+    # --- changes to directories -----------------------------------------------------------
+
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """A new directory."""
+        self._check_writable()
+        attr = await answer(self.fs.mkdir(At(parent_inode, _name(name)), stat.S_IMODE(mode)))
+        return entry(attr, self.options)
+
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """A new symbolic link."""
+        self._check_writable()
+        attr = await answer(self.fs.symlink(At(parent_inode, _name(name)), _name(target)))
+        return entry(attr, self.options)
+
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """Regular files only: device files, FIFOs and sockets are not kept."""
+        if not stat.S_ISREG(mode):
+            raise pyfuse3.FUSEError(errno.EPERM)
+        self._check_writable()
+        attr = await answer(self._create(parent_inode, name, mode))
+        return entry(attr, self.options)
+
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """Hard links are not kept: EPERM, as link(2) on a file system without them."""
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        """Remove a file or symbolic link."""
+        self._check_writable()
+        await answer(self.fs.unlink(At(parent_inode, _name(name))))
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        """Remove an empty directory."""
+        self._check_writable()
+        await answer(self.fs.rmdir(At(parent_inode, _name(name))))
+
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        """Move an entry, replacing the target unless RENAME_NOREPLACE."""
+        self._check_writable()
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        src, dst = At(parent_inode_old, _name(name_old)), At(parent_inode_new, _name(name_new))
+        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+        await answer(self.fs.rename(src, dst, replace=not noreplace))
+
+    # --- directories ----------------------------------------------------------------------
+
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        """Start listing a directory."""
+        number = next(self._numbers)
+        self._listings[number] = _Listing(inode)
+        return number
+
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        """Entries with attributes from position `start_id`, as many as the kernel takes."""
+        listing = self._listings[fh]
+        try:
+            async for position, item in self._entries(listing, start_id):
+                assert item.attr is not None
+                name = item.name.encode("utf-8")
+                if not pyfuse3.readdir_reply(token, name, self._entry(item.attr), position):
+                    return
+        except Exception as exc:
+            raise fuse_error(exc) from None
+
+    async def _entries(self, listing: _Listing, start: int) -> AsyncIterator[tuple[int, DirEntry]]:
+        """(next position, entry) from position `start` on, a page at a time."""
+        after = listing.names[start - 1] if start > 0 else ""
+        if start < len(listing.names):
+            del listing.names[start:]  # a rewind: list again from there
+        while True:
+            page, more = await self.fs.readdir(
+                listing.ino, after=after, limit=DIRECTORY_PAGE, plus=True
+            )
+            for item in page:
+                listing.names.append(item.name)
+                yield len(listing.names), item
+            if not more or not page:
+                return
+            after = page[-1].name
+
+    async def releasedir(self, fh: int) -> None:
+        """The listing is over."""
+        self._listings.pop(fh, None)
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        """Directory changes are durable once acknowledged: nothing to do."""
+
+    # --- files ----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        parent_inode: int,
+        name: bytes,
+        mode: int,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        """A new file, open."""
+        self._check_writable()
+        attr = await answer(self._create(parent_inode, name, mode))
+        handle = OpenFile(self.fs, attr, writable=_writes(flags))
+        return self._opened(handle), entry(attr, self.options)
+
+    def _create(self, parent_inode: int, name: bytes, mode: int) -> Awaitable[Attr]:
+        where = At(parent_inode, _name(name))
+        return self.fs.create(where, stat.S_IMODE(mode), replication=self.options.replication)
+
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        """Open a file: its attributes now, its block list at the first read."""
+        writes = _writes(flags)
+        if writes:
+            self._check_writable()
+        if flags & os.O_ACCMODE == os.O_WRONLY:
+            handle = OpenFile(self.fs, await answer(self.fs.getattr(inode)), writable=True)
+        else:  # the block list now: what was committed before this open, even if removed
+            handle = await answer(OpenFile.for_reading(self.fs, inode, writable=writes))
+        return self._opened(handle)
+
+    def _opened(self, handle: OpenFile) -> pyfuse3.FileInfo:
+        number = next(self._numbers)
+        self._handles[number] = handle
+        # Close-to-open: drop cached pages of an earlier version on every open.
+        return pyfuse3.FileInfo(fh=number, keep_cache=False)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        """Bytes of an open file."""
+        return await answer(self._handles[fh].read(off, size))
+
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        """Bytes into an open file."""
+        return await answer(self._handles[fh].write(off, buf))
+
+    async def flush(self, fh: int) -> None:
+        """close(2): what was written becomes durable and visible."""
+        await answer(self._handles[fh].commit())
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        """fsync(2): as close."""
+        await answer(self._handles[fh].commit())
+
+    async def release(self, fh: int) -> None:
+        """The last descriptor of an open file closed."""
+        handle = self._handles.pop(fh, None)
+        if handle is not None:
+            try:
+                await handle.release()
+            except Exception as exc:  # nobody to tell but the log
+                log.warning("closing inode %d failed: %s", handle.ino, exc)
+
+    # --- the file system ------------------------------------------------------------------
+
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        """Space and inode counts from the namenode's fsstat."""
+        st = await answer(self.fs.fsstat())
+        out = pyfuse3.StatvfsData()
+        bs = st.blocksize or 4096
+        out.f_bsize = out.f_frsize = bs
+        out.f_blocks = st.capacity_bytes // bs
+        out.f_bfree = out.f_bavail = max(st.capacity_bytes - st.used_bytes, 0) // bs
+        used = st.files + st.directories + st.symlinks
+        out.f_files = used + 2**32
+        out.f_ffree = out.f_favail = 2**32
+        out.f_namemax = MAX_NAME
+        return out
+
+    async def close(self) -> None:
+        """Abort what open files wrote and did not commit (the mount is going away)."""
+        for handle in list(self._handles.values()):
+            await handle.abort()
+        self._handles.clear()
+
+    def _check_writable(self) -> None:
+        if self.options.ro:
+            raise pyfuse3.FUSEError(errno.EROFS)
+
+
+def _writes(flags: int) -> bool:
+    return flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)

@@ -1,0 +1,76 @@
+"""The options of a mount (`pfs mount -o ...`), parsed and checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from plasmafs.client.errors import ConfigError, InvalidArgumentError
+from plasmafs.client.values import check_replication
+
+MAX_TIMEOUT = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class MountOptions:
+    """replication: of new files (0: the cluster default); attr_timeout, entry_timeout,
+    negative_timeout: seconds the kernel may keep attributes, names and absent names;
+    ro: refuse every change; allow_other: other local users may use the mount (as the
+    mount's plasmafs user)."""
+
+    replication: int = 0
+    attr_timeout: float = 1.0
+    entry_timeout: float = 1.0
+    negative_timeout: float = 0.0
+    ro: bool = False
+    allow_other: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> MountOptions:
+        """Options from `-o` text: comma-separated `name=value` and flags."""
+        values: dict[str, object] = {}
+        known = {f.name for f in fields(cls)}
+        defaults = cls()
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            name, has_value, value = item.partition("=")
+            name = name.replace("-", "_")
+            if name == "rw" and not has_value:
+                values["ro"] = False
+                continue
+            if name not in known:
+                raise ConfigError(
+                    f"unknown mount option {name!r} (known: {', '.join(sorted(known))})"
+                )
+            default = getattr(defaults, name)
+            if isinstance(default, bool):
+                if has_value:
+                    raise ConfigError(f"mount option {name} takes no value")
+                values[name] = True
+            elif isinstance(default, int):
+                values[name] = _replication(value)
+            else:
+                values[name] = _seconds(name, value)
+        options = replace(defaults, **values)  # type: ignore[arg-type]
+        return options
+
+
+def _replication(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"replication must be a whole number, not {value!r}") from None
+    if number == 0:
+        return 0
+    try:
+        return check_replication(number)
+    except InvalidArgumentError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _seconds(name: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {value!r}") from None
+    if not 0 <= seconds <= MAX_TIMEOUT:
+        raise ConfigError(f"{name} must be between 0 and {MAX_TIMEOUT:g} seconds")
+    return seconds

@@ -1,0 +1,242 @@
+"""`pfs mount` against a real cluster: system calls and ordinary programs on the mount,
+its errnos, close-to-open consistency with the library, and mounting and unmounting."""
+
+from __future__ import annotations
+
+import errno
+import filecmp
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from plasmafs.client import Client, SyncClient
+from plasmafs.client.mount_commands import is_mounted
+from tests.accounts import TOKENS
+from tests.cli_runner import assert_error, run_pfs
+from tests.conftest import DataCluster
+from tests.mounts import Mount, mounted, unmount
+
+
+@pytest.fixture
+def mount(data_cluster: DataCluster, tmp_path: Path) -> Iterator[Mount]:
+    """The data cluster mounted at tmp_path/mnt, as root."""
+    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+        yield m
+
+
+def _errno(call: object, *args: object) -> int:
+    try:
+        call(*args)  # type: ignore[operator]
+    except OSError as exc:
+        return exc.errno or 0
+    raise AssertionError(f"{call} did not fail")
+
+
+def test_files_and_directories_through_system_calls(mount: Mount) -> None:
+    root = mount.path
+    (root / "d").mkdir(mode=0o750)
+    data = os.urandom(300_000)
+    (root / "d" / "f").write_bytes(data)
+    assert (root / "d" / "f").read_bytes() == data
+    st = os.stat(root / "d" / "f")
+    assert st.st_size == len(data) and stat.S_ISREG(st.st_mode)
+    assert stat.S_IMODE(os.stat(root / "d").st_mode) == 0o750
+    os.chmod(root / "d" / "f", 0o600)
+    assert stat.S_IMODE(os.stat(root / "d" / "f").st_mode) == 0o600
+    os.utime(root / "d" / "f", ns=(10**18, 10**18))
+    assert os.stat(root / "d" / "f").st_mtime_ns == 10**18
+    os.symlink("f", root / "d" / "l")
+    assert os.readlink(root / "d" / "l") == "f"
+    assert (root / "d" / "l").read_bytes() == data
+    os.rename(root / "d" / "f", root / "g")
+    assert sorted(os.listdir(root)) == ["d", "g"]
+    assert sorted(os.listdir(root / "d")) == ["l"]
+    os.truncate(root / "g", 1000)
+    assert (root / "g").read_bytes() == data[:1000]
+    os.unlink(root / "d" / "l")
+    os.rmdir(root / "d")
+    vfs = os.statvfs(root)
+    assert vfs.f_blocks > 0 and vfs.f_bavail <= vfs.f_blocks and vfs.f_namemax == 255
+
+
+def test_refusals_carry_the_right_errno(mount: Mount) -> None:
+    root = mount.path
+    (root / "d").mkdir()
+    (root / "d" / "x").write_bytes(b"abc")
+    fd = os.open(root / "new", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    os.close(fd)
+    assert _errno(os.open, root / "new", os.O_CREAT | os.O_EXCL | os.O_WRONLY) == errno.EEXIST
+    assert _errno(os.stat, root / "missing") == errno.ENOENT
+    assert _errno(os.rmdir, root / "d") == errno.ENOTEMPTY
+    assert _errno(os.unlink, root / "d") == errno.EISDIR
+    assert _errno(os.mkdir, root / "d") == errno.EEXIST
+    assert _errno(os.link, root / "new", root / "hard") == errno.EPERM
+    assert _errno(os.mkfifo, root / "fifo") == errno.EPERM
+    assert _errno(os.rename, root / "d", root / "d" / "inside") == errno.EINVAL
+    assert _errno(os.mkdir, root / ("n" * 256)) == errno.ENAMETOOLONG
+    fd = os.open(root / "d" / "x", os.O_WRONLY)
+    try:  # an overwrite inside existing content is refused, never half-done
+        assert _errno(os.pwrite, fd, b"Z", 1) == errno.EOPNOTSUPP
+    finally:
+        os.close(fd)
+    assert (root / "d" / "x").read_bytes() == b"abc"
+
+
+def test_close_to_open_with_the_library(mount: Mount, data_cluster: DataCluster) -> None:
+    with SyncClient(data_cluster.namenode.address) as lib:
+        (mount.path / "from-mount").write_bytes(b"written through the mount")
+        assert lib.read_file("/from-mount") == b"written through the mount"
+        lib.write_file("/from-lib", b"first")
+        assert (mount.path / "from-lib").read_bytes() == b"first"
+        lib.write_file("/from-lib", b"second version")
+        assert (mount.path / "from-lib").read_bytes() == b"second version"
+        lib.mkdir("/made-by-lib")
+        assert (mount.path / "made-by-lib").is_dir()
+
+
+def test_a_removed_file_stays_readable_while_open(mount: Mount) -> None:
+    path = mount.path / "tmp"
+    path.write_bytes(b"still here")
+    with open(path, "rb") as f:
+        os.unlink(path)
+        assert f.read() == b"still here"
+        assert os.fstat(f.fileno()).st_size == len(b"still here")
+    assert not path.exists()
+
+
+def test_ordinary_programs_copy_archive_find_and_remove_a_tree(
+    mount: Mount, tmp_path: Path
+) -> None:
+    source = tmp_path / "src"
+    for d in range(4):
+        for f in range(6):
+            p = source / f"dir{d}" / f"sub{f % 2}" / f"file{f}.txt"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(os.urandom(100 + 97 * f * d))
+    (source / "dir0" / "link").symlink_to("sub0/file0.txt")
+    subprocess.run(["cp", "-a", str(source), str(mount.path / "copy")], check=True)
+    diff = subprocess.run(["diff", "-r", str(source), str(mount.path / "copy")], check=False)
+    assert diff.returncode == 0
+    found = subprocess.run(
+        ["find", str(mount.path / "copy"), "-type", "f"], capture_output=True, text=True
+    ).stdout.split()
+    assert len(found) == 24
+    listing = subprocess.run(["ls", "-lR", str(mount.path)], capture_output=True, text=True)
+    assert listing.returncode == 0 and "file5.txt" in listing.stdout
+    du = subprocess.run(["du", "-sb", str(mount.path / "copy")], capture_output=True, text=True)
+    assert du.returncode == 0
+    archive = tmp_path / "tree.tar"
+    subprocess.run(["tar", "cf", str(archive), "-C", str(mount.path), "copy"], check=True)
+    (mount.path / "unpacked").mkdir()
+    subprocess.run(["tar", "xf", str(archive), "-C", str(mount.path / "unpacked")], check=True)
+    cmp = filecmp.dircmp(source / "dir3", mount.path / "unpacked" / "copy" / "dir3")
+    assert not cmp.diff_files and not cmp.left_only and not cmp.right_only
+    shutil.copytree(source, mount.path / "shutil-copy", symlinks=True)
+    subprocess.run(["rm", "-rf", str(mount.path / "copy"), str(mount.path / "unpacked")])
+    assert sorted(os.listdir(mount.path)) == ["shutil-copy"]
+    shutil.rmtree(mount.path / "shutil-copy")
+    assert os.listdir(mount.path) == []
+
+
+def test_dd_writes_and_reads_back_whole(mount: Mount) -> None:
+    target = mount.path / "dd.bin"
+    subprocess.run(
+        ["dd", "if=/dev/urandom", f"of={target}", "bs=64k", "count=40", "conv=fsync"],
+        check=True,
+        capture_output=True,
+    )
+    assert target.stat().st_size == 40 * 65536
+    copy = mount.path / "dd.copy"
+    subprocess.run(["dd", f"if={target}", f"of={copy}", "bs=1k"], check=True, capture_output=True)
+    assert copy.read_bytes() == target.read_bytes()
+
+
+async def test_the_mount_acts_as_the_user_of_its_credential(
+    data_cluster: DataCluster, tmp_path: Path, dfs: Client
+) -> None:
+    await dfs.mkdir("/private", 0o700)
+    await dfs.write_file("/private/secret", b"root's")
+    await dfs.write_file("/shared", b"readable")
+    await dfs.mkdir("/alice")
+    await dfs.chown("/alice", 1001, 1001)
+    token = tmp_path / "alice.token"
+    token.write_text(TOKENS["alice"])
+    token.chmod(0o600)
+    with mounted(data_cluster.namenode.address, tmp_path / "m", token_file=token) as m:
+        assert _errno(os.listdir, m.path / "private") == errno.EACCES
+        assert _errno(os.stat, m.path / "private" / "secret") == errno.EACCES
+        assert _errno(os.mkdir, m.path / "mine") == errno.EACCES
+        assert (m.path / "shared").read_bytes() == b"readable"
+        (m.path / "alice" / "hers").write_bytes(b"alice's")
+        assert os.stat(m.path / "alice" / "hers").st_uid == 1001
+        assert _errno(os.chown, m.path / "alice" / "hers", 0, 0) == errno.EPERM
+
+
+def test_a_read_only_mount_refuses_changes(data_cluster: DataCluster, tmp_path: Path) -> None:
+    with SyncClient(data_cluster.namenode.address) as lib:
+        lib.write_file("/f", b"content")
+    with mounted(data_cluster.namenode.address, tmp_path / "ro", "ro") as m:
+        assert (m.path / "f").read_bytes() == b"content"
+        assert _errno(os.mkdir, m.path / "d") == errno.EROFS
+        assert _errno(os.unlink, m.path / "f") == errno.EROFS
+
+
+def test_mount_and_umount_report_bad_input_in_one_line(
+    data_cluster: DataCluster, tmp_path: Path
+) -> None:
+    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+        env = m.env
+        assert_error(run_pfs(env, "mount", str(m.path)), "mount", "already a mount point")
+        assert_error(run_pfs(env, "mount", str(tmp_path / "none")), "mount", "not a directory")
+        (tmp_path / "other").mkdir()
+        assert_error(
+            run_pfs(env, "mount", str(tmp_path / "other"), "-o", "replication=0x"),
+            "mount",
+            "replication",
+        )
+        assert_error(
+            run_pfs(env, "mount", str(tmp_path / "other"), "-o", "speed=max"),
+            "mount",
+            "unknown mount option",
+        )
+        assert not is_mounted(tmp_path / "other")
+        assert_error(run_pfs(env, "umount", str(tmp_path / "other")), "umount", "not a mount")
+
+
+def test_a_killed_mount_process_leaves_a_mount_point_umount_clears(
+    data_cluster: DataCluster, tmp_path: Path
+) -> None:
+    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+        os.kill(m.pid, signal.SIGKILL)
+        assert _wait(lambda: not m.alive())
+        assert _errno(os.listdir, m.path) == errno.ENOTCONN  # not a hung shell
+        result = run_pfs(m.env, "umount", str(m.path))
+        assert result.rc == 0, result
+        assert not is_mounted(m.path)
+        assert os.listdir(m.path) == []
+
+
+def test_umount_ends_the_mount_process(data_cluster: DataCluster, tmp_path: Path) -> None:
+    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+        (m.path / "f").write_bytes(b"x")
+        assert run_pfs(m.env, "umount", str(m.path)).rc == 0
+        assert _wait(lambda: not m.alive())
+        assert "unmounted" in m.log.read_text()
+    unmount(m.path, m.pid)
+
+
+def _wait(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Poll a condition the mount's process makes true (it is not our child)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
