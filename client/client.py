@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from plasmafs.client.accounts import Accounts
     from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary
     from plasmafs.client.datapath import DataChannels
+    from plasmafs.client.editing import FileEditor
     from plasmafs.client.files import FileReader, FileWriter
     from plasmafs.client.security import ChannelTLS
 
@@ -251,9 +252,10 @@ class Client:
         replication: int = 0,
         size_hint: int | None = None,
         commit_every: int | None = None,
-    ) -> FileReader | FileWriter:
-        """A file object: "rb" reads, "wb" creates or truncates and writes; a file given
-        by inode number is read, or truncated and written.
+    ) -> FileReader | FileWriter | FileEditor:
+        """A file object: "rb" reads, "wb" creates or truncates and writes, "r+b" changes
+        an existing file in place (`FileEditor`: writes at any offset, truncate,
+        commit); a file may be given by inode number.
 
         For "wb": `replication` (0: the cluster default), `size_hint` (lets the namenode
         place the data in fewer, longer runs), `commit_every` (bytes between commits,
@@ -261,6 +263,11 @@ class Client:
         """
         from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
 
+        if mode == "r+b":
+            from plasmafs.client.editing import FileEditor
+
+            ino = path if isinstance(path, int) else (await self.stat(path)).ino
+            return await FileEditor(self.begin, self._reads, self.data, ino).open()
         if mode == "rb":
             return await FileReader(await self._reads(), self.data, path).open()
         if mode == "wb":
@@ -272,7 +279,7 @@ class Client:
                 size_hint=size_hint,
                 commit_every=COMMIT_EVERY if commit_every is None else commit_every,
             ).open()
-        raise InvalidArgumentError(f"mode must be 'rb' or 'wb', not {mode!r}")
+        raise InvalidArgumentError(f"mode must be 'rb', 'wb' or 'r+b', not {mode!r}")
 
     async def read_file(self, path: str) -> bytes:
         """The whole content of a (small) file."""

@@ -138,6 +138,7 @@ class FileWriter(_FileObject):
         # The previous extent's replica writes, still making their last data durable
         # while the next extent streams (for rep 1 that is another datanode).
         self._finishing: list[asyncio.Task[int]] = []
+        self._times_set = False  # an mtime was set while writing: close keeps it
         self.closed = False
 
     async def open(self) -> FileWriter:
@@ -212,6 +213,8 @@ class FileWriter(_FileObject):
         self._check_open()
         assert self._txn is not None and self.attr is not None
         self.attr = await self._txn.setattr(self.attr.ino, **changes)
+        if changes.get("mtime_ns") is not None:
+            self._times_set = True
         return self.attr
 
     def tell(self) -> int:
@@ -335,7 +338,10 @@ class FileWriter(_FileObject):
             await self._end_extent()
             await self._drain()
             assert self._txn is not None and self.attr is not None
-            self.attr = await self._txn.setattr(self.attr.ino, size=self._written)
+            # New content, new modification time, unless the writer set one (cp -p).
+            self.attr = await self._txn.setattr(
+                self.attr.ino, size=self._written, mtime_now=not self._times_set
+            )
             await self._txn.commit()
         except BaseException:
             await self._fail()

@@ -35,6 +35,7 @@ from loadtests.harness import (
     update_benchmarks_md,
 )
 from plasmafs.client import Client, ReplicaState
+from plasmafs.client.files import FileWriter
 from plasmafs.client.local.postgres import create_database
 from plasmafs.client.sizes import parse_size
 
@@ -54,6 +55,7 @@ async def write_files(address: str, files: int, size: int) -> list[str]:
             if i == 0:
                 await fs.mkdir("/heal")
             writer = await fs.open(path, "wb", replication=2, size_hint=each)
+            assert isinstance(writer, FileWriter)
             left = each
             while left:
                 piece = chunk[: min(left, CHUNK)]

@@ -1,32 +1,31 @@
 """Open files of the mount: what one open(2) reads and writes through the library.
 
-Reads fetch the block list when the file is opened (close-to-open: each open sees
-what was committed before it) and then go straight to the datanodes. Writes stream
-through a `FileWriter` of the inode, which replaces the file's content from offset 0
-in one transaction; flush (close), fsync and release commit it, so the new content
-is durable and visible to every later open. A write anywhere but at the end of what
-this handle wrote (an overwrite inside existing data, a hole, an append to content
-written before the open) is refused with EOPNOTSUPP: such writes need copy-on-write
-of the touched blocks, which the library does not do yet.
+Reads use the block list fetched when the file was opened (close-to-open: each open
+sees what was committed before it) and go straight to the datanodes. A file written
+from offset 0 while empty (a new file, O_TRUNC, cp, dd) streams through a
+`FileWriter`, the fast path: every replica gets the data as it comes. Any other write
+(inside existing content, past the end, after a seek back) goes through a
+`FileEditor`, which keeps the touched blocks and writes them to new blocks at commit:
+never in place. flush (close), fsync and release commit, so the content is durable
+and visible to every later open; until then nothing of it is visible, and if the
+mount goes away it is dropped whole.
 """
 
 from __future__ import annotations
 
 import errno
-import logging
 
 import pyfuse3
 
 from plasmafs.client import Client
 from plasmafs.client.attributes import Attr
+from plasmafs.client.editing import FileEditor
 from plasmafs.client.files import FileReader, FileWriter
-
-log = logging.getLogger(__name__)
 
 
 class OpenFile:
     """One open file description: the inode, its attributes as last known, and the
-    reader and writer made for it on first use."""
+    reader, writer or editor made for it."""
 
     def __init__(self, fs: Client, attr: Attr, *, writable: bool) -> None:
         self.fs = fs
@@ -34,7 +33,7 @@ class OpenFile:
         self.writable = writable
         self.reader: FileReader | None = None
         self.writer: FileWriter | None = None
-        self.wrote = False  # some content written through this handle was committed
+        self.editor: FileEditor | None = None
 
     @classmethod
     async def for_reading(cls, fs: Client, ino: int, *, writable: bool) -> OpenFile:
@@ -50,10 +49,22 @@ class OpenFile:
         """The inode open here."""
         return self.attr.ino
 
-    async def read(self, offset: int, size: int) -> bytes:
-        """Up to `size` bytes at `offset` of the version opened (or last committed here)."""
+    @property
+    def size(self) -> int | None:
+        """The size with what this handle wrote and did not commit yet; None if it has
+        nothing uncommitted."""
         if self.writer is not None:
-            await self.commit()  # read what this handle wrote
+            return self.writer.tell()
+        if self.editor is not None and self.editor.dirty:
+            return self.editor.size
+        return None
+
+    async def read(self, offset: int, size: int) -> bytes:
+        """Up to `size` bytes at `offset`, this handle's own writes included."""
+        if self.writer is not None:
+            await self.commit()
+        if self.editor is not None:
+            return await self.editor.pread(offset, size)
         if self.reader is None:
             reader = await self.fs.open(self.ino, "rb")
             assert isinstance(reader, FileReader)
@@ -61,35 +72,73 @@ class OpenFile:
         return await self.reader.pread(offset, size)
 
     async def write(self, offset: int, data: bytes) -> int:
-        """Write `data` at `offset`: sequentially from 0, as a new content of the file."""
+        """Write `data` at `offset`."""
         if not self.writable:
             raise pyfuse3.FUSEError(errno.EBADF)
-        if self.writer is None:
-            if offset != 0 or self.wrote:
-                raise _unsupported(f"a write at {offset} of inode {self.ino} not from offset 0")
+        if self.writer is not None and offset == self.writer.tell():
+            return await self.writer.write(data)
+        if self.writer is None and self.editor is None and offset == 0 and self.attr.size == 0:
             writer = await self.fs.open(self.ino, "wb")
             assert isinstance(writer, FileWriter)
             self.writer = writer
             await self._drop_reader()
-        elif offset != self.writer.tell():
-            at = self.writer.tell()
-            raise _unsupported(f"a write at {offset} of inode {self.ino}, not at its end ({at})")
-        return await self.writer.write(data)
+            return await writer.write(data)
+        editor = await self._editor()
+        return await editor.pwrite(offset, data)
+
+    async def truncate(self, size: int) -> Attr:
+        """Set the size (committed with the content, at close or fsync)."""
+        editor = await self._editor()
+        editor.truncate(size)
+        return self.attr
+
+    async def setattr(self, **changes: int | None) -> Attr:
+        """Change attributes along with what is being written here: in the streaming
+        writer's transaction (which holds the inode), or, for the editor, the mtime
+        kept for its commit and the rest on the namenode at once."""
+        if not changes:
+            return self.attr
+        if self.writer is not None:
+            self.attr = await self.writer.setattr(**changes)
+            return self.attr
+        mtime_ns = changes.pop("mtime_ns", None)
+        if self.editor is not None and mtime_ns is not None:
+            self.editor.set_mtime(mtime_ns)
+        if changes:
+            self.attr = await self.fs.setattr(self.ino, **changes)
+        return self.attr
+
+    @property
+    def writing(self) -> bool:
+        """True while this handle has written something not committed yet."""
+        return self.size is not None
+
+    async def _editor(self) -> FileEditor:
+        if self.editor is None:
+            await self.commit()  # a streamed content first: the editor starts from it
+            editor = await self.fs.open(self.ino, "r+b")
+            assert isinstance(editor, FileEditor)
+            self.editor = editor
+            await self._drop_reader()
+        return self.editor
 
     async def commit(self) -> None:
         """Make what was written durable and visible (flush, fsync, close)."""
         writer, self.writer = self.writer, None
-        if writer is None:
-            return
-        self.attr = await writer.close()
-        self.wrote = True
-        await self._drop_reader()
+        if writer is not None:
+            self.attr = await writer.close()
+            await self._drop_reader()  # it holds the version before
+        if self.editor is not None:
+            self.attr = await self.editor.commit()
 
     async def release(self) -> None:
-        """The last descriptor closed: commit, let go of the reader."""
+        """The last descriptor closed: commit, let go of everything."""
         try:
             await self.commit()
         finally:
+            editor, self.editor = self.editor, None
+            if editor is not None:
+                await editor.abort()
             await self._drop_reader()
 
     async def abort(self) -> None:
@@ -97,14 +146,12 @@ class OpenFile:
         writer, self.writer = self.writer, None
         if writer is not None:
             await writer.abort()
+        editor, self.editor = self.editor, None
+        if editor is not None:
+            await editor.abort()
         await self._drop_reader()
 
     async def _drop_reader(self) -> None:
         reader, self.reader = self.reader, None
         if reader is not None:
             await reader.close()
-
-
-def _unsupported(what: str) -> pyfuse3.FUSEError:
-    log.info("refused %s: overwrites inside a file are not supported yet", what)
-    return pyfuse3.FUSEError(errno.EOPNOTSUPP)

@@ -21,7 +21,6 @@ import pyfuse3
 from plasmafs.client import At, Client
 from plasmafs.client.attributes import Attr, DirEntry
 from plasmafs.client.errors import NotFoundError
-from plasmafs.client.files import FileWriter
 from plasmafs.mount.entries import absent, entry, fuse_error
 from plasmafs.mount.handles import OpenFile
 from plasmafs.mount.options import MountOptions
@@ -107,15 +106,16 @@ class PlasmaOperations(pyfuse3.Operations):
     def _entry(self, attr: Attr) -> pyfuse3.EntryAttributes:
         """The kernel's view of `attr`; a file this mount is writing has the size
         written so far (the namenode has its size of the last commit)."""
-        writer = self._writer_of(attr.ino)
-        if writer is not None:
-            attr = replace(attr, size=writer.tell())
+        writing = self._writing(attr.ino)
+        if writing is not None and writing.size is not None:
+            attr = replace(attr, size=writing.size)
         return entry(attr, self.options)
 
-    def _writer_of(self, inode: int) -> FileWriter | None:
+    def _writing(self, inode: int) -> OpenFile | None:
+        """The open file of `inode` with uncommitted writes, if there is one."""
         for handle in self._handles.values():
-            if handle.ino == inode and handle.writer is not None:
-                return handle.writer
+            if handle.ino == inode and handle.writing:
+                return handle
         return None
 
     def _open_attr(self, inode: int) -> Attr | None:
@@ -143,19 +143,16 @@ class PlasmaOperations(pyfuse3.Operations):
             changes["gid"] = attr.st_gid
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
-        writer = self._writer_of(inode)
-        if fields.update_size:
-            if writer is not None:  # ftruncate while writing: only to where it is
-                if attr.st_size != writer.tell():
-                    raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
-            else:
+        writing = self._writing(inode)
+        if writing is None:
+            if fields.update_size:
                 changes["size"] = attr.st_size
-        if writer is not None:
-            # The writing transaction holds the inode: the change joins it.
-            new = await answer(writer.setattr(**changes)) if changes else writer.attr
-            assert new is not None
-        else:
             new = await answer(self.fs.setattr(inode, **changes))
+        else:
+            # The content is changing here: size and mtime go with its commit.
+            if fields.update_size:
+                await answer(writing.truncate(attr.st_size))
+            new = await answer(writing.setattr(**changes))
         for handle in self._handles.values():
             if handle.ino == inode:
                 handle.attr = new
