@@ -37,6 +37,8 @@ MAX_TASKS = 256  # FUSE requests handled at once
 # A system call on a name another transaction has locked waits, as on a local file
 # system, rather than failing with EAGAIN.
 LOCK_WAIT = 30.0
+# While the namenode is down, each call waits this long to reconnect, then fails (EIO).
+CONNECT_TIMEOUT = 3.0
 
 
 def fuse_options(options: MountOptions) -> set[str]:
@@ -125,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             config.namenode_address(args.namenode),
             token_file=args.token_file,
             lock_wait=LOCK_WAIT,
+            connect_timeout=CONNECT_TIMEOUT,
         )
         uvloop.run(_serve_and_close(mountpoint, options, fs, ready))
     except (PlasmaError, RuntimeError, OSError) as exc:

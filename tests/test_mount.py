@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import errno
 import filecmp
+import json
 import os
 import shutil
 import signal
 import sqlite3
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from tests.accounts import TOKENS
 from tests.cli_runner import assert_error, run_pfs
 from tests.conftest import DataCluster
 from tests.mounts import Mount, mounted, unmount
+from tests.programs.churn import whole
 
 
 @pytest.fixture
@@ -319,3 +322,60 @@ def _wait(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def test_a_namenode_restart_is_eio_while_down_then_the_mount_carries_on(
+    mount: Mount, data_cluster: DataCluster
+) -> None:
+    (mount.path / "before").write_bytes(b"written before")
+    data_cluster.namenode.kill9()
+    started = time.monotonic()
+    assert _errno(os.stat, mount.path / "unknown-name") == errno.EIO
+    assert _errno(os.mkdir, mount.path / "made-while-down") == errno.EIO
+    assert time.monotonic() - started < 30  # fails, never hangs
+    data_cluster.namenode.start()
+    assert _wait(lambda: _ok(lambda: os.mkdir(mount.path / "made-after")))
+    assert (mount.path / "before").read_bytes() == b"written before"
+    assert sorted(os.listdir(mount.path)) == ["before", "made-after"]
+
+
+def test_reads_fail_over_when_a_datanode_dies(mount: Mount, data_cluster: DataCluster) -> None:
+    data = os.urandom(10 * data_cluster.blocksize)
+    with mounted(data_cluster.namenode.address, mount.path.parent / "rep2", "replication=2") as m:
+        (m.path / "twice").write_bytes(data)
+        data_cluster.datanodes[0].kill9()
+        for _ in range(3):  # whichever replica a read starts with
+            assert (m.path / "twice").read_bytes() == data
+
+
+def _ok(call: Callable[[], object]) -> bool:
+    try:
+        call()
+    except OSError:
+        return False
+    return True
+
+
+def test_three_writers_and_ten_readers_see_only_whole_files(mount: Mount) -> None:
+    directory = mount.path / "churn"
+    directory.mkdir()
+    seconds = "15"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.programs.churn", role, str(directory), seconds, str(k)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+        )
+        for k, role in enumerate(["write"] * 3 + ["read"] * 10)
+    ]
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        results.append(json.loads(out))
+    assert [r["errors"] for r in results] == [[]] * 13
+    assert all(r["done"] > 0 for r in results)
+    assert not [n for n in os.listdir(directory) if n.startswith(".tmp-")]
+    for name in os.listdir(directory):
+        assert whole((directory / name).read_bytes())

@@ -1,0 +1,1 @@
+"""Small programs that tests run as separate processes (on a mount, say)."""
