@@ -51,6 +51,7 @@ class Client:
         token: str | None = None,
         token_file: Path | None = None,
         lock_wait: float = 0.0,
+        durable_commits: bool = True,
     ) -> None:
         """A client of the namenode at `address`. `tls`: the CA (and certificate) to
         verify the cluster with; None finds them as `pfs` does (PFS_CLIENT_CA, or the
@@ -58,11 +59,14 @@ class Client:
         acts as the user of `token` (or of the token in `token_file`, PFS_TOKEN_FILE or
         the local cluster's token file, in that order); a token travels only over TLS.
         `lock_wait`: how long the one-shot changes (mkdir, create, rename, ...) wait for
-        a lock another transaction holds before they fail with ConflictError."""
+        a lock another transaction holds before they fail with ConflictError.
+        `durable_commits=False` makes commits relaxed (answered before the namenode's
+        WAL flush, durable within about a second or at `sync()`)."""
         if lock_wait < 0:
             raise InvalidArgumentError("lock_wait must be >= 0")
         self.address = address
         self.lock_wait = lock_wait
+        self.durable_commits = durable_commits
         self.connect_timeout = connect_timeout
         self.tls = config.client_tls(address) if tls is None else (tls or None)
         if token is None:
@@ -144,7 +148,9 @@ class Client:
 
     async def begin(self, *, lock_wait: float = 0.0) -> Transaction:
         """A new transaction; end it with commit() or abort()."""
-        return Transaction(await self.connection(), lock_wait=lock_wait)
+        return Transaction(
+            await self.connection(), lock_wait=lock_wait, durable=self.durable_commits
+        )
 
     def transaction(self, *, lock_wait: float = 0.0) -> _TransactionScope:
         """`async with client.transaction() as t:` commits on success, aborts on error.
@@ -178,7 +184,9 @@ class Client:
     async def _one_shot(self, op: Callable[[Transaction], Awaitable[T]]) -> T:
         # begin, the operation and commit leave in one frame: one round trip. If the
         # operation fails, the commit that follows it commits nothing.
-        t = Transaction(await self.connection(), lock_wait=self.lock_wait)
+        t = Transaction(
+            await self.connection(), lock_wait=self.lock_wait, durable=self.durable_commits
+        )
         result = op(t)
         committed = t.commit()
         try:
@@ -198,6 +206,11 @@ class Client:
     async def stat(self, path: str) -> Attr:
         """Attributes at `path`, following symbolic links."""
         return await (await self._reads()).stat(path)
+
+    async def sync(self) -> None:
+        """Make every commit acknowledged so far durable, this client's relaxed ones
+        (`durable_commits=False`) and everyone else's."""
+        await (await self._reads()).sync()
 
     async def getattr(self, ino: int) -> Attr:
         """Attributes of inode `ino`."""

@@ -190,14 +190,21 @@ class CommittedReads(Reads):
     def _new(self) -> tuple[pb.Request, Pending]:
         return self._conn.new_request()
 
+    def sync(self) -> Awaitable[None]:
+        """Make every commit acknowledged so far durable (relaxed ones included)."""
+        request, future = self._new()
+        request.sync.SetInParent()
+        return self._nothing(future)
+
 
 class Transaction(Reads):
     """A namenode transaction on one connection (use `async with`)."""
 
-    def __init__(self, conn: Connection, *, lock_wait: float = 0.0) -> None:
+    def __init__(self, conn: Connection, *, lock_wait: float = 0.0, durable: bool = True) -> None:
         if lock_wait < 0:
             raise InvalidArgumentError("lock_wait must be >= 0")
         self._conn = conn
+        self.durable = durable  # commit() waits for the WAL flush (else: relaxed)
         self.txn_id = conn.next_txn_id()
         self._lock_wait_ms = min(int(lock_wait * 1000), 2**32 - 1)
         self._begin: Pending | None = None
@@ -243,13 +250,17 @@ class Transaction(Reads):
 
     # --- ending ------------------------------------------------------------------------------
 
-    def commit(self) -> Awaitable[None]:
-        """Make every change of this transaction durable and visible, atomically."""
+    def commit(self, *, durable: bool | None = None) -> Awaitable[None]:
+        """Make every change of this transaction visible, atomically, and durable; with
+        durable=False (default: the transaction's `durable`) the namenode answers
+        before PostgreSQL's WAL flush, which follows within about a second (or at the
+        next `Client.sync()`); a crash before it loses the commit whole, never half."""
         if self._begin is None and not self._finished:
             self._finished = True
             return _nothing_to_do()
         request, future = self._new()
         request.commit.SetInParent()
+        request.commit.relaxed = not (self.durable if durable is None else durable)
         self._finished = True
         return self._nothing(future)
 

@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             token_file=args.token_file,
             lock_wait=LOCK_WAIT,
             connect_timeout=CONNECT_TIMEOUT,
+            durable_commits=options.sync,
         )
         uvloop.run(_serve_and_close(mountpoint, options, fs, ready))
     except (PlasmaError, RuntimeError, OSError) as exc:

@@ -264,7 +264,8 @@ class PlasmaOperations(pyfuse3.Operations):
         self._listings.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        """Directory changes are durable once acknowledged: nothing to do."""
+        """Every change acknowledged so far becomes durable."""
+        await answer(self.fs.sync())
 
     # --- files ----------------------------------------------------------------------------
 
@@ -312,12 +313,16 @@ class PlasmaOperations(pyfuse3.Operations):
         return await answer(self._handles[fh].write(off, buf))
 
     async def flush(self, fh: int) -> None:
-        """close(2): what was written becomes durable and visible."""
+        """close(2): what was written becomes visible (and durable within about a
+        second, at once with -o sync)."""
         await answer(self._handles[fh].commit())
 
     async def fsync(self, fh: int, datasync: bool) -> None:
-        """fsync(2): as close."""
+        """fsync(2): the file's content committed, and every change acknowledged so far
+        (the file's name among them) durable."""
         await answer(self._handles[fh].commit())
+        if not self.options.sync:
+            await answer(self.fs.sync())
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""

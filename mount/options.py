@@ -15,7 +15,8 @@ class MountOptions:
     """replication: of new files (0: the cluster default); attr_timeout, entry_timeout,
     negative_timeout: seconds the kernel may keep attributes, names and absent names;
     ro: refuse every change; allow_other: other local users may use the mount (as the
-    mount's plasmafs user)."""
+    mount's plasmafs user); sync: every change is durable when its call returns
+    (otherwise at fsync, or within about a second)."""
 
     replication: int = 0
     attr_timeout: float = 1.0
@@ -23,6 +24,7 @@ class MountOptions:
     negative_timeout: float = 0.0
     ro: bool = False
     allow_other: bool = False
+    sync: bool = False
 
     @classmethod
     def parse(cls, text: str) -> MountOptions:

@@ -8,6 +8,12 @@ on what they change until their commit is answered); the only rows two lanes may
 write are directories touched commutatively (mtime, link count), which PostgreSQL's
 row locks order. After PostgreSQL acknowledged a group, its changes go into the cache,
 and only then are the waiting commits answered.
+
+A commit may ask to be acknowledged before its WAL flush (relaxed): a group of only
+such commits is written with synchronous_commit off. It is atomic all the same, and
+becomes durable with the next durable group, a `sync`, or the flush this committer
+runs FLUSH_DELAY after the last relaxed group at the latest (`Store.unflushed` counts
+what is not known to be durable yet).
 """
 
 from __future__ import annotations
@@ -26,10 +32,14 @@ from plasmafs.namenode.store import OutcomeUnknownError, RetryableStoreError, St
 log = logging.getLogger(__name__)
 
 
+FLUSH_DELAY = 1.0  # seconds from the last relaxed group to the flush that makes it durable
+
+
 @dataclass(slots=True)
 class _Pending:
     changeset: ChangeSet
     done: asyncio.Future[None]
+    durable: bool = True
 
 
 @dataclass(slots=True)
@@ -67,6 +77,7 @@ class Committer:
         self._closing = False
         self.stats = CommitStats()
         self.group_observer: Callable[[int], None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start the writer loop."""
@@ -76,16 +87,26 @@ class Committer:
         ]
 
     async def stop(self) -> None:
-        """Write what is queued, then stop the loop."""
+        """Write what is queued, make it durable, then stop the loop."""
         self._closing = True
         self._wakeup.set()
         await asyncio.gather(*self._tasks)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
+        if self._store.unflushed:
+            try:
+                await self.sync()
+            except PlasmaError as exc:
+                log.error("could not flush relaxed commits at shutdown: %s", exc)
 
-    def enqueue(self, changeset: ChangeSet) -> asyncio.Future[None]:
-        """Queue `changeset`; the future resolves once PostgreSQL acknowledged it."""
+    def enqueue(self, changeset: ChangeSet, durable: bool = True) -> asyncio.Future[None]:
+        """Queue `changeset`; the future resolves once PostgreSQL acknowledged it (and,
+        if `durable`, once it is durable)."""
         if self._closing:
             raise ShutdownError("the namenode is shutting down")
-        pending = _Pending(changeset, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        pending = _Pending(changeset, loop.create_future(), durable)
         self._queue.append(pending)
         self._wakeup.set()
         return pending.done
@@ -116,8 +137,11 @@ class Committer:
             self.stats.failed += len(group)
             self._settle_failed(group, exc)
             return
+        durable = any(p.durable for p in group)
         try:
-            touched = await self._store.apply([p.changeset for p in group], lane, term)
+            touched = await self._store.apply(
+                [p.changeset for p in group], lane, term, durable=durable
+            )
         except NotActiveError as exc:  # the term this group carried has ended
             if self._took_newer_term(term) and attempt < 5:
                 # This namenode itself retook its lock meanwhile: nothing was written, so
@@ -141,7 +165,25 @@ class Committer:
             for pending in group:
                 await self._write([pending], lane)
             return
+        if not durable:
+            self._schedule_flush()
         self._publish(group, touched)
+
+    async def sync(self) -> None:
+        """Make every commit acknowledged so far durable."""
+        await self._store.sync()
+
+    def _schedule_flush(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_later(), name="pfs-flush")
+
+    async def _flush_later(self) -> None:
+        while self._store.unflushed:
+            await asyncio.sleep(FLUSH_DELAY)
+            try:
+                await self.sync()
+            except PlasmaError as exc:
+                log.warning("flushing relaxed commits failed: %s", exc)
 
     def _took_newer_term(self, term: int) -> bool:
         try:

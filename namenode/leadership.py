@@ -6,7 +6,8 @@ next term; every group commit carries the term and PostgreSQL refuses it once an
 namenode took a newer one (sql/0004), so a deposed namenode can never commit. The lock
 lives as long as its connection: if PostgreSQL restarts or the connection breaks, this
 namenode stops serving writes at once and tries to take the lock again. If nobody else
-led meanwhile (the term is still its own) it takes the next term and serves again;
+led meanwhile (the term is still its own) and every acknowledged commit was durable
+(no relaxed commit awaited its WAL flush), it takes the next term and serves again;
 otherwise its cache and allocator may be stale, so it is deposed and the daemon exits.
 """
 
@@ -93,6 +94,11 @@ class Leadership:
                 current = await self._store.current_term()
                 if current != self.term:
                     self.depose(f"another namenode took term {current} meanwhile")
+                    return
+                if self._store.unflushed:
+                    # PostgreSQL restarted: commits acknowledged before their WAL flush
+                    # may be gone, and the cache and allocator would still hold them.
+                    self.depose("PostgreSQL restarted before relaxed commits were flushed")
                     return
                 self.term = await self._store.take_term()
             except StorageError as exc:

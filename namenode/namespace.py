@@ -140,8 +140,14 @@ class Namespace:
         """A new open transaction whose operations act as `who`."""
         return Txn(txn_id, LockOwner(f"{label}/{txn_id}"), lock_wait, who)
 
-    async def commit(self, txn: Txn) -> None:
-        """Make the transaction's changes durable and visible, then release its locks.
+    async def sync(self) -> None:
+        """Make every commit acknowledged so far durable (relaxed ones included)."""
+        await self.committer.sync()
+
+    async def commit(self, txn: Txn, durable: bool = True) -> None:
+        """Make the transaction's changes durable and visible, then release its locks
+        (not `durable`: acknowledged before the WAL flush, durable within the
+        committer's FLUSH_DELAY or at the next sync).
 
         Whatever raises or cancels once committing started, the transaction ends: before
         its change set is queued it is aborted here; after, `settle` ends it when the
@@ -155,7 +161,7 @@ class Namespace:
                 return
             if txn.cs.extents_changed:
                 await self.data.prepare_commit(txn)
-            done = self.committer.enqueue(txn.cs)
+            done = self.committer.enqueue(txn.cs, durable)
         except BaseException as exc:
             txn.abort_reason = f"the commit failed: {exc.__class__.__name__}: {exc}"
             self._finish(txn, TxnState.ABORTED)

@@ -205,7 +205,12 @@ def _fail(response: pb.Response, exc: PlasmaError) -> None:
 
 async def _commit(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     assert t is not None
-    await s.ns.commit(t)
+    await s.ns.commit(t, durable=not r.commit.relaxed)
+    out.done.SetInParent()
+
+
+async def _sync(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    await s.ns.sync()
     out.done.SetInParent()
 
 
@@ -361,6 +366,7 @@ HANDLERS: dict[str, Handler] = {
     "abort": _abort,
     "lookup": _lookup,
     "getattr": _getattr,
+    "sync": _sync,
     "readdir": _readdir,
     "mkdir": _mkdir,
     "create": _create,
@@ -376,5 +382,5 @@ HANDLERS: dict[str, Handler] = {
     "report_corrupt": _report_corrupt,
 }
 READ_ONLY = frozenset(
-    {"lookup", "getattr", "readdir", "readlink", "fsstat", "blocks", "report_corrupt"}
+    {"lookup", "getattr", "readdir", "readlink", "fsstat", "blocks", "report_corrupt", "sync"}
 )

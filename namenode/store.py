@@ -126,6 +126,10 @@ class Store:
         self._read_pool_size = read_pool_size
         self._pool: asyncpg.Pool | None = None
         self._writers: list[asyncpg.Connection | None] = [None] * commit_lanes
+        self._writer_durable = [True] * commit_lanes  # each one's synchronous_commit
+        # Groups acknowledged before their WAL flush and not known to be flushed since:
+        # if PostgreSQL restarts meanwhile, they may be gone.
+        self.unflushed = 0
         self._holder: asyncpg.Connection | None = None
 
     async def open(self) -> None:
@@ -394,8 +398,12 @@ class Store:
 
     # --- the group commit ---------------------------------------------------------
 
-    async def apply(self, changesets: Sequence[ChangeSet], lane: int, term: int) -> list[Inode]:
+    async def apply(
+        self, changesets: Sequence[ChangeSet], lane: int, term: int, durable: bool = True
+    ) -> list[Inode]:
         """Write `changesets` in one PostgreSQL transaction; return the touched directories.
+        Not `durable`: acknowledged before its WAL is flushed (synchronous_commit off),
+        durable with the next durable commit or `sync`.
 
         Raises NotActiveError, writing nothing, if `term` is no longer the current one;
         RetryableStoreError if nothing was applied and it may be tried again;
@@ -450,15 +458,36 @@ class Store:
             *_columns(released, 4),
             *_columns(held, 3),
         )
+        flushed = self.unflushed  # written before this group: a durable one flushes them
         with domain_errors("group commit"):
             conn = await self._writer_connection(lane)
+            if self._writer_durable[lane] != durable:
+                # DEFAULT: back to the server's own setting (on, or stricter).
+                await conn.execute(f"SET synchronous_commit TO {'DEFAULT' if durable else 'off'}")
+                self._writer_durable[lane] = durable
             rows = await conn.fetch(_APPLY_GROUP, term, *arguments)
+        if durable:
+            self.unflushed -= min(flushed, self.unflushed)
+        else:
+            self.unflushed += 1
         return [inode_from_row(r) for r in rows]
+
+    async def sync(self) -> None:
+        """Make every commit acknowledged so far durable: a durable commit after them
+        flushes the WAL up to itself."""
+        flushed = self.unflushed
+        with domain_errors("sync"):
+            async with self._read() as conn:
+                await conn.execute(
+                    "UPDATE durability_barrier SET flushes = flushes + 1 WHERE id = 1"
+                )
+        self.unflushed -= min(flushed, self.unflushed)
 
     async def _writer_connection(self, lane: int) -> asyncpg.Connection:
         conn = self._writers[lane]
         if conn is None or conn.is_closed():
             conn = self._writers[lane] = await self._connect(f"pfs-namenode-commit-{lane}")
+            self._writer_durable[lane] = True  # the server's default
         return conn
 
     async def reset_writer(self, lane: int) -> None:

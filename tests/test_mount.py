@@ -23,6 +23,7 @@ from plasmafs.client import Client, SyncClient
 from plasmafs.client.mount_commands import is_mounted
 from tests.accounts import TOKENS
 from tests.cli_runner import assert_error, run_pfs
+from tests.cluster import DatanodeProcess, NamenodeProcess
 from tests.conftest import DataCluster
 from tests.mounts import Mount, mounted, unmount
 from tests.programs.churn import whole
@@ -356,7 +357,36 @@ def _ok(call: Callable[[], object]) -> bool:
     return True
 
 
-def test_three_writers_and_ten_readers_see_only_whole_files(mount: Mount) -> None:
+@pytest.fixture
+def roomy_cluster(dsn: str, tmp_path: Path) -> Iterator[NamenodeProcess]:
+    """A namenode and two datanodes of 1 GiB: replaced files keep their blocks for a
+    ticket lifetime, so steady rewriting needs room."""
+    namenode = NamenodeProcess(
+        dsn, tmp_path, env={"PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(64 * 1024)}
+    ).start()
+    datanodes = []
+    try:
+        for k in range(2):
+            datanodes.append(
+                DatanodeProcess(
+                    tmp_path / f"dn{k}", namenode.registry_address, 2**30, 64 * 1024
+                ).start()
+            )
+        yield namenode
+    finally:
+        for d in datanodes:
+            d.stop()
+        namenode.stop()
+
+
+def test_three_writers_and_ten_readers_see_only_whole_files(
+    roomy_cluster: NamenodeProcess, tmp_path: Path
+) -> None:
+    with mounted(roomy_cluster.address, tmp_path / "mnt") as mount:
+        _churn(mount)
+
+
+def _churn(mount: Mount) -> None:
     directory = mount.path / "churn"
     directory.mkdir()
     seconds = "15"

@@ -128,6 +128,12 @@ class Begin(_message.Message):
     def __init__(self, lock_wait_ms: _Optional[int] = ...) -> None: ...
 
 class Commit(_message.Message):
+    __slots__ = ("relaxed",)
+    RELAXED_FIELD_NUMBER: _ClassVar[int]
+    relaxed: bool
+    def __init__(self, relaxed: _Optional[bool] = ...) -> None: ...
+
+class Sync(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
@@ -296,7 +302,7 @@ class ReportCorrupt(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt")
+    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +323,7 @@ class Request(_message.Message):
     ALLOCATE_FIELD_NUMBER: _ClassVar[int]
     BLOCKS_FIELD_NUMBER: _ClassVar[int]
     REPORT_CORRUPT_FIELD_NUMBER: _ClassVar[int]
+    SYNC_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     begin: Begin
@@ -337,7 +344,8 @@ class Request(_message.Message):
     allocate: AllocateBlocks
     blocks: GetBlocks
     report_corrupt: ReportCorrupt
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ...) -> None: ...
+    sync: Sync
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
