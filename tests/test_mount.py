@@ -226,6 +226,24 @@ def test_ordinary_programs_copy_archive_find_and_remove_a_tree(
     assert os.listdir(mount.path) == []
 
 
+def test_rsync_copies_a_tree_and_then_only_what_changed(mount: Mount, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    for k in range(12):
+        p = source / f"d{k % 3}" / f"f{k}"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(500 * k + 1))
+    target = mount.path / "mirror"
+    rsync = ["rsync", "-a", "--itemize-changes", f"{source}/", f"{target}/"]
+    subprocess.run(rsync, check=True, capture_output=True)
+    assert subprocess.run(["diff", "-r", str(source), str(target)]).returncode == 0
+    again = subprocess.run(rsync, check=True, capture_output=True, text=True)
+    assert again.stdout == ""  # sizes and mtimes kept: nothing to send
+    (source / "d1" / "f4").write_bytes(b"new content")
+    changed = subprocess.run(rsync, check=True, capture_output=True, text=True)
+    assert [line.split()[-1] for line in changed.stdout.splitlines()] == ["d1/f4"]
+    assert (target / "d1" / "f4").read_bytes() == b"new content"
+
+
 def test_dd_writes_and_reads_back_whole(mount: Mount) -> None:
     target = mount.path / "dd.bin"
     subprocess.run(
