@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import errno
 import filecmp
-import json
 import os
 import shutil
 import signal
 import sqlite3
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from loadtests.churn import run_churn
 from plasmafs.client import Client, SyncClient
 from plasmafs.client.mount_commands import is_mounted
 from tests.accounts import TOKENS
@@ -26,7 +25,6 @@ from tests.cli_runner import assert_error, run_pfs
 from tests.cluster import DatanodeProcess, NamenodeProcess
 from tests.conftest import DataCluster
 from tests.mounts import Mount, mounted, unmount
-from tests.programs.churn import whole
 
 
 @pytest.fixture
@@ -407,23 +405,7 @@ def test_three_writers_and_ten_readers_see_only_whole_files(
 def _churn(mount: Mount) -> None:
     directory = mount.path / "churn"
     directory.mkdir()
-    seconds = "15"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.programs.churn", role, str(directory), seconds, str(k)],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=Path(__file__).parent.parent,
-        )
-        for k, role in enumerate(["write"] * 3 + ["read"] * 10)
-    ]
-    results = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0
-        results.append(json.loads(out))
-    assert [r["errors"] for r in results] == [[]] * 13
-    assert all(r["done"] > 0 for r in results)
-    assert not [n for n in os.listdir(directory) if n.startswith(".tmp-")]
-    for name in os.listdir(directory):
-        assert whole((directory / name).read_bytes())
+    result = run_churn(directory, 15)
+    assert result["errors"] == [] and result["broken"] == [] and result["idle"] == []
+    assert result["temporaries"] == []
+    assert result["written"] > 0 and result["read"] > 0

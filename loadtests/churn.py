@@ -1,7 +1,7 @@
 """Writers and readers of self-checking files in one directory, run as processes.
 
-    python -m tests.programs.churn write DIR SECONDS SEED
-    python -m tests.programs.churn read DIR SECONDS SEED
+    python -m loadtests.churn write DIR SECONDS SEED
+    python -m loadtests.churn read DIR SECONDS SEED
 
 A writer publishes files as programs that care do: it writes `.tmp-*`, then renames it
 over a name, new or existing (atomic replacement). Each file ends with the SHA-256 of
@@ -15,9 +15,11 @@ import hashlib
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 NAMES = 40  # published names the writers share
 
@@ -64,6 +66,40 @@ def read(directory: Path, seconds: float, seed: int) -> dict[str, object]:
         if not whole(data):
             errors.append(f"read {name}: {len(data)} bytes, not a whole file")
     return {"role": "read", "done": done, "errors": errors}
+
+
+def run_churn(
+    directory: Path, seconds: float, writers: int = 3, readers: int = 10
+) -> dict[str, Any]:
+    """Writers and readers as processes on `directory` for `seconds`; files written and
+    read, and every error they saw, and whether every file left is whole."""
+    roles = ["write"] * writers + ["read"] * readers
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "loadtests.churn", role, str(directory), str(seconds), str(k)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        for k, role in enumerate(roles)
+    ]
+    results: list[dict[str, Any]] = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        if proc.returncode != 0:
+            results.append({"role": "?", "done": 0, "errors": [f"exit {proc.returncode}"]})
+        else:
+            results.append(json.loads(out))
+    left = [n for n in os.listdir(directory) if not n.startswith(".tmp-")]
+    broken = [n for n in left if not whole((directory / n).read_bytes())]
+    return {
+        "written": sum(r["done"] for r in results if r["role"] == "write"),
+        "read": sum(r["done"] for r in results if r["role"] == "read"),
+        "errors": [e for r in results for e in r["errors"]],
+        "idle": [k for k, r in enumerate(results) if not r["done"]],
+        "broken": broken,
+        "temporaries": [n for n in os.listdir(directory) if n.startswith(".tmp-")],
+    }
 
 
 if __name__ == "__main__":

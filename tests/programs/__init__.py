@@ -1,1 +1,0 @@
-"""Small programs that tests run as separate processes (on a mount, say)."""
