@@ -44,4 +44,9 @@ DATA_CHANNEL = [
 DATANODE_SERVER = [
     *_DATA_MESSAGES,
     *RECEIVE_WINDOW,  # what a put may buffer at the datanode while its disk lags
+    # Clients keep idle data channels alive with a ping every 10 s (DATA_CHANNEL); by
+    # gRPC's default a server counts those as abuse and sends GOAWAY "too_many_pings"
+    # after the third, which broke the next write of a long-lived client (the mount).
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
 ]
