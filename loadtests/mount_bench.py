@@ -33,6 +33,7 @@ from loadtests.harness import bench_cluster, update_benchmarks_md
 
 MB = 1_000_000
 MIB = 1 << 20
+BLOCKSIZE = 256 * 1024  # the benchmark cluster's
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,10 @@ def run(scale: float, seconds: float) -> dict[str, Any]:
         figures["local"] = run_workloads(local_root, scale, seconds)
     finally:
         shutil.rmtree(local_root, ignore_errors=True)
-    with bench_cluster(datanodes=2, capacity=max(4 * 2**30, int(16 * 2**30 * scale))) as cluster:
+    # Every small file takes a block of its own, and replaced ones stay held a while:
+    # 256 KiB blocks, and volumes (preallocated on this disk) of 12 GiB.
+    capacity = max(2**30, int(12 * 2**30 * scale))
+    with bench_cluster(datanodes=2, capacity=capacity, blocksize=BLOCKSIZE) as cluster:
         mountpoint = cluster.workdir / "mnt"
         mountpoint.mkdir()
         env = {**os.environ, "PFS_CLIENT_NAMENODE": cluster.namenode_address}
@@ -239,6 +243,11 @@ def run(scale: float, seconds: float) -> dict[str, Any]:
             raise RuntimeError(f"pfs mount failed: {mounted.stderr.strip()}")
         try:
             figures["mount"] = run_workloads(mountpoint, scale, seconds)
+        except BaseException:
+            for log in (cluster.workdir / "home" / "mounts").glob("*.log"):
+                tail = log.read_text(errors="replace").splitlines()[-20:]
+                print("\n".join(["mount log:", *tail]), file=sys.stderr)
+            raise
         finally:
             subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
     figures["ratios"] = {
@@ -275,7 +284,8 @@ def markdown(f: dict[str, Any], command: str) -> str:
         "## The mount (`loadtests/mount_bench.py`)",
         "",
         f"Command: `{command}` — a local cluster (PostgreSQL, a namenode, two datanodes, TLS",
-        f"on) mounted with `pfs mount`, next to a directory of this machine's disk; "
+        f"on, {BLOCKSIZE // 1024} KiB blocks) mounted with `pfs mount`, next to a directory "
+        "of this machine's disk; "
         f"{f['cpus']} cores shared by all; scale {f['scale']:g}, timed rows {f['seconds']:g} s.",
         "Ratio: the mount's figure against local disk's (for times, local time / mount time:",
         "above 1 the mount is faster). Targets from the mount issue (GlusterFS and MooseFS",
