@@ -14,6 +14,7 @@ import pytest
 from plasmafs.client.errors import StorageError
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.server import open_namespace
 from plasmafs.namenode.settings import NamenodeSettings
@@ -45,7 +46,7 @@ async def namespace(dsn: str) -> AsyncIterator[Namespace]:
 
 async def _writing_txn(ns: Namespace, txn_id: int) -> Txn:
     txn = ns.begin(txn_id, "test", 0.0, SUPERUSER)
-    attr = await ns.create(txn, b"/f", 0o644, 1, 0)
+    attr = await ns.create(txn, Place.of(b"/f"), 0o644, 1, 0)
     await ns.allocate(txn, attr.ino, 0, 8)
     assert ns.data.allocator.free_blocks() == CAPACITY - 8
     return txn
@@ -59,7 +60,7 @@ def _assert_ended(ns: Namespace, txn: Txn) -> None:
 
 async def _can_create_again(ns: Namespace) -> None:
     txn = ns.begin(99, "test", 0.0, SUPERUSER)
-    await ns.create(txn, b"/f", 0o644, 1, 0)
+    await ns.create(txn, Place.of(b"/f"), 0o644, 1, 0)
     await ns.commit(txn)
     assert txn.state is TxnState.COMMITTED
 
@@ -85,7 +86,7 @@ async def test_an_unexpected_error_while_queueing_ends_the_transaction(
 ) -> None:
     txn = await _writing_txn(namespace, 1)
 
-    def fail(cs: object) -> None:
+    def fail(cs: object, durable: bool = True) -> None:
         raise RuntimeError("injected bug")
 
     monkeypatch.setattr(namespace.committer, "enqueue", fail)
@@ -141,7 +142,7 @@ async def test_a_failure_after_the_write_leaves_the_committer_running(
 
     monkeypatch.setattr(namespace.data, "committed_hook", fail)
     txn = namespace.begin(1, "test", 0.0, SUPERUSER)
-    await namespace.create(txn, b"/g", 0o644, 1, 0)
+    await namespace.create(txn, Place.of(b"/g"), 0o644, 1, 0)
     with pytest.raises(StorageError, match="outcome unknown"):
         await namespace.commit(txn)
     assert len(namespace.locks) == 0
@@ -168,7 +169,7 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
     txns = []
     for k, name in enumerate([b"/good1", b"/bad", b"/good2"], start=1):
         txn = namespace.begin(k, "test", 0.0, SUPERUSER)
-        await namespace.create(txn, name, 0o644, 1, 0)
+        await namespace.create(txn, Place.of(name), 0o644, 1, 0)
         txns.append(txn)
     groups_before = namespace.committer.stats.groups
     results = await asyncio.gather(*(namespace.commit(t) for t in txns), return_exceptions=True)
@@ -186,16 +187,18 @@ async def test_a_group_written_across_its_own_namenodes_new_term_is_retried(
     original = store.apply
     retook = False
 
-    async def retake_first(changesets: object, lane: int, term: int) -> object:
+    async def retake_first(
+        changesets: object, lane: int, term: int, durable: bool = True
+    ) -> object:
         nonlocal retook
         if not retook:  # as when the lock's session ended and this namenode retook it
             retook = True
             leadership.term = await store.take_term()
-        return await original(changesets, lane, term)  # type: ignore[arg-type]
+        return await original(changesets, lane, term, durable)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "apply", retake_first)
     txn = namespace.begin(1, "test", 0.0, SUPERUSER)
-    await namespace.create(txn, b"/f", 0o644, 1, 0)
+    await namespace.create(txn, Place.of(b"/f"), 0o644, 1, 0)
     await namespace.commit(txn)
     assert txn.state is TxnState.COMMITTED
     assert leadership.deposed == ""
