@@ -38,8 +38,8 @@ class OpenFile:
     @classmethod
     async def for_reading(cls, fs: Client, ino: int, *, writable: bool) -> OpenFile:
         """An open file whose block list is fetched now (EACCES now if not readable)."""
-        reader = await fs.open(ino, "rb")
-        assert isinstance(reader, FileReader) and reader.attr is not None
+        reader = await _reader(fs, ino)
+        assert reader.attr is not None
         handle = cls(fs, reader.attr, writable=writable)
         handle.reader = reader
         return handle
@@ -66,9 +66,7 @@ class OpenFile:
         if self.editor is not None:
             return await self.editor.pread(offset, size)
         if self.reader is None:
-            reader = await self.fs.open(self.ino, "rb")
-            assert isinstance(reader, FileReader)
-            self.reader = reader
+            self.reader = await _reader(self.fs, self.ino)
         return await self.reader.pread(offset, size)
 
     async def write(self, offset: int, data: bytes) -> int:
@@ -155,3 +153,10 @@ class OpenFile:
         reader, self.reader = self.reader, None
         if reader is not None:
             await reader.close()
+
+
+async def _reader(fs: Client, ino: int) -> FileReader:
+    """The committed version of inode `ino`, its block list fetched."""
+    reader = await fs.open(ino, "rb")
+    assert isinstance(reader, FileReader)
+    return reader

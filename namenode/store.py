@@ -467,7 +467,7 @@ class Store:
                 self._writer_durable[lane] = durable
             rows = await conn.fetch(_APPLY_GROUP, term, *arguments)
         if durable:
-            self.unflushed -= min(flushed, self.unflushed)
+            self._flushed(flushed)
         else:
             self.unflushed += 1
         return [inode_from_row(r) for r in rows]
@@ -481,7 +481,12 @@ class Store:
                 await conn.execute(
                     "UPDATE durability_barrier SET flushes = flushes + 1 WHERE id = 1"
                 )
-        self.unflushed -= min(flushed, self.unflushed)
+        self._flushed(flushed)
+
+    def _flushed(self, before: int) -> None:
+        """The `before` relaxed groups counted when a durable commit began are durable
+        now (its WAL flush covered them); later ones may not be."""
+        self.unflushed -= min(before, self.unflushed)
 
     async def _writer_connection(self, lane: int) -> asyncpg.Connection:
         conn = self._writers[lane]
