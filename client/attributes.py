@@ -174,6 +174,9 @@ class BlockList:
     blocksize: int
     size: int
     replication: int
+    # A small file's content kept by the namenode (then there are no extents): its
+    # first bytes, the rest up to size reading as zeros. None: the content is in blocks.
+    inline: bytes | None = None
 
     @classmethod
     def from_wire(cls, b: pb.BlockList) -> BlockList:
@@ -202,4 +205,5 @@ class BlockList:
             b.blocksize,
             b.size,
             b.replication,
+            b.inline if b.HasField("inline") else None,
         )

@@ -265,6 +265,7 @@ class Client:
         replication: int = 0,
         size_hint: int | None = None,
         commit_every: int | None = None,
+        known: Attr | None = None,
     ) -> FileReader | FileWriter | FileEditor:
         """A file object: "rb" reads, "wb" creates or truncates and writes, "r+b" changes
         an existing file in place (`FileEditor`: writes at any offset, truncate,
@@ -272,7 +273,8 @@ class Client:
 
         For "wb": `replication` (0: the cluster default), `size_hint` (lets the namenode
         place the data in fewer, longer runs), `commit_every` (bytes between commits,
-        default 1 GiB).
+        default 1 GiB), `known` (a file given by inode number, with its attributes as
+        last seen: opening does not wait for the namenode; see `FileWriter.open`).
         """
         from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
 
@@ -291,7 +293,7 @@ class Client:
                 replication=replication,
                 size_hint=size_hint,
                 commit_every=COMMIT_EVERY if commit_every is None else commit_every,
-            ).open()
+            ).open(known=known)
         raise InvalidArgumentError(f"mode must be 'rb', 'wb' or 'r+b', not {mode!r}")
 
     async def read_file(self, path: str) -> bytes:

@@ -23,7 +23,11 @@ from plasmafs.client import channels
 from plasmafs.client.errors import AuthenticationError, ConnectionLostError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import USER_METADATA_KEY, error_from_rpc
+from plasmafs.client.rpc_status import (
+    INLINE_LIMIT_METADATA_KEY,
+    USER_METADATA_KEY,
+    error_from_rpc,
+)
 from plasmafs.client.security import ChannelTLS, open_channel
 
 CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
@@ -41,6 +45,7 @@ class Connection:
         )
         self._call = self._stub.Session(metadata=self.metadata)
         self.user = ""  # the name the namenode authenticated, once admitted
+        self.inline_limit = 0  # files up to this size may keep their content inline
         self._frame = pb.ClientFrame()
         self._waiting: dict[int, asyncio.Future[pb.Response]] = {}
         self._next_request = 1
@@ -90,9 +95,11 @@ class Connection:
             raise ConnectionLostError(
                 f"the namenode at {self.address} did not accept the connection: {exc}"
             ) from None
-        user = dict(metadata or ()).get(USER_METADATA_KEY)
+        values = dict(metadata or ())
+        user = values.get(USER_METADATA_KEY)
         if user is not None:
             self.user = str(user)
+            self.inline_limit = int(values.get(INLINE_LIMIT_METADATA_KEY, 0))
             return
         await asyncio.wait([self._reader], timeout=timeout)  # it ends with the status
         reason = self._closed or ConnectionLostError(f"{self.address} ended the stream")

@@ -17,7 +17,7 @@ from plasmafs.client.attributes import Attr, BlockList, FileKind
 from plasmafs.client.datapath import DataChannels, write_range
 from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
 from plasmafs.client.files import MESSAGE_BYTES, FileReader
-from plasmafs.client.transaction import CommittedReads, Transaction
+from plasmafs.client.transaction import CommittedReads, Transaction, answers
 
 MAX_DIRTY_BYTES = 64 * 1024 * 1024  # changed blocks kept before a commit is forced
 MAX_SIZE = 2**62
@@ -158,20 +158,10 @@ class FileEditor:
             return self.attr
         t = await self._begin()
         try:
-            if self._truncated_to is not None:
-                await t.setattr(self.ino, size=self._truncated_to)
-            writes = []
-            for first, blocks in _runs(self._dirty):
-                covered = 0  # the namenode may grant a run in several extents
-                while covered < len(blocks):
-                    at = first + covered
-                    granted = await t.allocate(self.ino, at, len(blocks) - covered)
-                    writes.append(self._write(granted, at, blocks[covered:]))
-                    covered += sum(e.block_count for e in granted.extents)
-            await asyncio.gather(*writes)
-            times = {"mtime_ns": self._mtime_ns} if self._mtime_ns is not None else {}
-            attr = await t.setattr(self.ino, size=self.size, mtime_now=not times, **times)
-            await t.commit()
+            if self.size <= t.inline_limit:
+                attr = await self._commit_inline(t)
+            else:
+                attr = await self._commit_blocks(t)
         except BaseException:
             await t.abort()
             raise
@@ -180,6 +170,39 @@ class FileEditor:
         await self._close_reader()
         self.attr = attr
         await self.open()  # the new version is the one edited from now on
+        return attr
+
+    async def _commit_inline(self, t: Transaction) -> Attr:
+        """A small result: the whole content goes to the namenode, with the commit."""
+        content = await self.pread(0, self.size)
+        sent = (
+            t.write_inline(self.ino, content),
+            t.setattr(self.ino, mtime_ns=self._mtime_ns, mtime_now=self._mtime_ns is None),
+            t.commit(unless_failed=True),
+        )
+        attr: Attr = (await answers(*sent))[1]
+        return attr
+
+    async def _commit_blocks(self, t: Transaction) -> Attr:
+        """The changed blocks to new blocks of every replica, committed with the size."""
+        assert self._reader is not None and self._reader.blocks is not None
+        if self._reader.blocks.inline and self._committed_limit() > 0:
+            await self._block(0)  # a content kept inline moves to block 0 with the rest
+        if self._truncated_to is not None:
+            await t.setattr(self.ino, size=self._truncated_to)
+        writes = []
+        for first, blocks in _runs(self._dirty):
+            covered = 0  # the namenode may grant a run in several extents
+            while covered < len(blocks):
+                at = first + covered
+                granted = await t.allocate(self.ino, at, len(blocks) - covered)
+                writes.append(self._write(granted, at, blocks[covered:]))
+                covered += sum(e.block_count for e in granted.extents)
+        await asyncio.gather(*writes)
+        # The modification time set by the program, or the namenode's now.
+        mtime = self._mtime_ns
+        attr = await t.setattr(self.ino, size=self.size, mtime_ns=mtime, mtime_now=mtime is None)
+        await t.commit()
         return attr
 
     async def _write(self, granted: BlockList, first: int, blocks: list[bytearray]) -> None:

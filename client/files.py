@@ -41,7 +41,7 @@ from plasmafs.client.errors import (
     UnavailableError,
 )
 from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.transaction import CommittedReads, Transaction
+from plasmafs.client.transaction import CommittedReads, Transaction, answers
 
 RUN_BLOCKS = 128  # blocks requested per allocation when the size is unknown
 MAX_RUN_BLOCKS = 1024  # blocks requested per allocation at most
@@ -139,12 +139,21 @@ class FileWriter(_FileObject):
         # while the next extent streams (for rep 1 that is another datanode).
         self._finishing: list[asyncio.Task[int]] = []
         self._times_set = False  # an mtime was set while writing: close keeps it
+        self._truncation: asyncio.Future[Attr] | None = None  # sent by open, not awaited
         self.closed = False
 
-    async def open(self) -> FileWriter:
+    async def open(self, *, known: Attr | None = None) -> FileWriter:
         """Create the file, or truncate an existing one, in a new transaction (a file
-        given by inode number exists: it is truncated)."""
+        given by inode number exists: it is truncated).
+
+        `known`: the attributes of the file given by inode number, as the caller last
+        saw them. The truncation then goes out without waiting for its answer, which
+        the first request that needs it, or close, awaits (and raises its error)."""
         t = await self._new_txn()
+        if known is not None and isinstance(self.path, int):
+            self._truncation = asyncio.ensure_future(self._truncate(t, self.path))
+            self.attr, self._bs = known, known.blocksize
+            return self
         try:
             if isinstance(self.path, int):
                 self.attr = await self._truncate(t, self.path)
@@ -163,11 +172,16 @@ class FileWriter(_FileObject):
         self._bs = self.attr.blocksize
         return self
 
-    async def _truncate(self, t: Transaction, target: str | int) -> Attr:
+    def _truncate(self, t: Transaction, target: str | int) -> Awaitable[Attr]:
+        """Send the truncation now (it is ordered before whatever follows in `t`); the
+        awaitable answers it."""
         changes = {"size": 0}
         if self._replication:
             changes["replication"] = self._replication
-        attr = await t.setattr(target, **changes)
+        return self._regular_file(t.setattr(target, **changes))
+
+    async def _regular_file(self, sent: Awaitable[Attr]) -> Attr:
+        attr = await sent
         if attr.kind is not FileKind.FILE:
             raise IsDirectoryError(f"{self.path} is not a regular file")
         return attr
@@ -211,6 +225,7 @@ class FileWriter(_FileObject):
         """Change the file's attributes (mode, owner, mtime) in the writing
         transaction: they become visible with the content, at close."""
         self._check_open()
+        await self._opened()
         assert self._txn is not None and self.attr is not None
         self.attr = await self._txn.setattr(self.attr.ino, **changes)
         if changes.get("mtime_ns") is not None:
@@ -272,7 +287,14 @@ class FileWriter(_FileObject):
             for replica, queue in zip(self._current.replicas, self._queues, strict=True)
         ]
 
+    async def _opened(self) -> None:
+        """The truncation that open sent, answered."""
+        truncation, self._truncation = self._truncation, None
+        if truncation is not None:
+            self.attr = await truncation
+
     async def _allocate(self) -> None:
+        await self._opened()
         assert self._txn is not None and self.attr is not None
         next_block = self._written // self._bs
         if self._size_hint is not None:
@@ -331,18 +353,29 @@ class FileWriter(_FileObject):
             assert self.attr is not None
             return self.attr
         try:
-            if self._buffer:
-                tail = bytes(self._buffer)
-                self._buffer.clear()
-                await self._send(tail)
-            await self._end_extent()
-            await self._drain()
             assert self._txn is not None and self.attr is not None
+            t = self._txn
+            nothing_sent = self._written == 0 and self._current is None
+            if nothing_sent and 0 < len(self._buffer) <= t.inline_limit:
+                # A small file: its content goes to the namenode with the commit.
+                self._written = len(self._buffer)
+                inlined = t.write_inline(self.attr.ino, bytes(self._buffer))
+                self._buffer.clear()
+            else:
+                inlined = None
+                if self._buffer:
+                    tail = bytes(self._buffer)
+                    self._buffer.clear()
+                    await self._send(tail)
+                await self._end_extent()
+                await self._drain()
             # New content, new modification time, unless the writer set one (cp -p).
-            self.attr = await self._txn.setattr(
-                self.attr.ino, size=self._written, mtime_now=not self._times_set
-            )
-            await self._txn.commit()
+            # Sent together with the content and the commit: one round trip.
+            attr = t.setattr(self.attr.ino, size=self._written, mtime_now=not self._times_set)
+            committed = t.commit(unless_failed=True)
+            truncation, self._truncation = self._truncation, None
+            sent = [x for x in (truncation, inlined) if x is not None]
+            self.attr = (await answers(*sent, attr, committed))[-2]
         except BaseException:
             await self._fail()
             raise
@@ -355,6 +388,9 @@ class FileWriter(_FileObject):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        truncation, self._truncation = self._truncation, None
+        if truncation is not None:
+            await asyncio.gather(truncation, return_exceptions=True)  # the abort says why
         if self._txn is not None:
             await self._txn.abort()
 
@@ -508,6 +544,10 @@ class FileReader(_FileObject):
         bs = self.blocks.blocksize
         end = self.size if length is None else min(self.size, offset + max(length, 0))
         position = offset
+        inline = self.blocks.inline
+        if inline is not None and position < min(end, len(inline)):  # kept by the namenode
+            yield inline[position:end]
+            position = min(end, len(inline))
         for index, extent in enumerate(self.blocks.extents):
             if position >= end:
                 break

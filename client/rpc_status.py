@@ -22,6 +22,7 @@ from plasmafs.client.errors import (
 
 ERRNO_METADATA_KEY = "pfs-errno"
 USER_METADATA_KEY = "pfs-user"  # a Session's initial metadata: whom the namenode authenticated
+INLINE_LIMIT_METADATA_KEY = "pfs-inline-limit"  # and the largest content kept inline
 T = TypeVar("T")
 
 _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
+from typing import Any
 
 from plasmafs.client import paths
 from plasmafs.client.attributes import Attr, BlockList, DirEntry, FileKind, FsStat
@@ -209,6 +210,7 @@ class Transaction(Reads):
         self._lock_wait_ms = min(int(lock_wait * 1000), 2**32 - 1)
         self._begin: Pending | None = None
         self._finished = False
+        self._failures_seen = 0  # operations answered with an error
 
     async def __aenter__(self) -> Transaction:
         return self
@@ -240,6 +242,7 @@ class Transaction(Reads):
     async def _result(self, future: Pending) -> pb.Response:
         response = await future
         if response.HasField("error"):
+            self._failures_seen += 1
             begin = self._begin
             if begin is not None and begin.done() and begin.exception() is None:
                 began = begin.result()
@@ -250,17 +253,23 @@ class Transaction(Reads):
 
     # --- ending ------------------------------------------------------------------------------
 
-    def commit(self, *, durable: bool | None = None) -> Awaitable[None]:
+    def commit(
+        self, *, durable: bool | None = None, unless_failed: bool = False
+    ) -> Awaitable[None]:
         """Make every change of this transaction visible, atomically, and durable; with
         durable=False (default: the transaction's `durable`) the namenode answers
         before PostgreSQL's WAL flush, which follows within about a second (or at the
-        next `Client.sync()`); a crash before it loses the commit whole, never half."""
+        next `Client.sync()`); a crash before it loses the commit whole, never half.
+        `unless_failed`: if an operation failed whose failure was not awaited yet,
+        abort instead (TransactionError), so operations can go with the commit."""
         if self._begin is None and not self._finished:
             self._finished = True
             return _nothing_to_do()
         request, future = self._new()
         request.commit.SetInParent()
         request.commit.relaxed = not (self.durable if durable is None else durable)
+        request.commit.unless_failed = unless_failed
+        request.commit.failures_seen = self._failures_seen
         self._finished = True
         return self._nothing(future)
 
@@ -287,6 +296,24 @@ class Transaction(Reads):
         q = request.allocate
         q.ino, q.file_index, q.count = ino, file_index, count
         return self._block_list(future)
+
+    @property
+    def inline_limit(self) -> int:
+        """The largest content `write_inline` takes (0: the namenode keeps none)."""
+        return self._conn.inline_limit
+
+    def write_inline(self, ino: int, data: bytes) -> Awaitable[Attr]:
+        """Replace the whole content of file `ino` with `data` (at most `inline_limit`
+        bytes), kept by the namenode: no blocks, no datanode. Its blocks are released."""
+        _u64(ino=ino)
+        if len(data) > self.inline_limit:
+            raise InvalidArgumentError(
+                f"inline content is at most {self.inline_limit} bytes, not {len(data)}"
+            )
+        request, future = self._new()
+        q = request.write_inline
+        q.ino, q.data = ino, bytes(data)
+        return self._attr(future)
 
     def mkdir(self, path: Where, mode: int = 0o755) -> Awaitable[Attr]:
         """Create a directory."""
@@ -409,6 +436,16 @@ class Transaction(Reads):
                 setattr(q, name, value)
         q.mtime_now = bool(mtime_now)
         return self._attr(future)
+
+
+async def answers(*sent: Awaitable[Any]) -> list[Any]:
+    """The results of requests sent together, once every one is answered (none is left
+    unawaited); the first failure among them is raised."""
+    results = await asyncio.gather(*sent, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 async def _nothing_to_do() -> None:

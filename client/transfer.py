@@ -180,6 +180,8 @@ def format_blocks(blocks: BlockList) -> str:
         lines.append(f"{e.file_index:>9} - {e.file_end - 1:>9}:{ranges}")
         total += e.block_count * len(e.replicas)
         actual = e.live_replicas if actual is None else min(actual, e.live_replicas)
+    if blocks.inline is not None:
+        lines.append(f"  inline:                {len(blocks.inline)} bytes in the namespace")
     lines += [
         f"  blocks:                {total}",
         f"  actual replication:    {actual if actual is not None else 0}",

@@ -76,7 +76,7 @@ class OpenFile:
         if self.writer is not None and offset == self.writer.tell():
             return await self.writer.write(data)
         if self.writer is None and self.editor is None and offset == 0 and self.attr.size == 0:
-            writer = await self.fs.open(self.ino, "wb")
+            writer = await self.fs.open(self.ino, "wb", known=self.attr)
             assert isinstance(writer, FileWriter)
             self.writer = writer
             await self._drop_reader()

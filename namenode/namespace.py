@@ -99,6 +99,7 @@ class Namespace:
         data: FileData,
         leadership: Leadership,
         commit_lanes: int = 1,
+        inline_limit: int = 0,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -118,6 +119,7 @@ class Namespace:
         )
         self.default_replication = check_replication(default_replication)
         self.default_blocksize = check_blocksize(default_blocksize)
+        self.inline_limit = inline_limit  # files up to this size may keep content inline
         self.counts: dict[FileKind, int] = {}
         self._ino_next = 0
         self._ino_end = 0
@@ -363,6 +365,31 @@ class Namespace:
     ) -> tuple[Inode, list[Extent]]:
         """Reserve new blocks for a file range (replacing what was there at commit)."""
         t = self._writable(txn)
+        inode = await self._file_to_write(t, ino)
+        if inode.data is not None:
+            # An inline content moves to blocks whole: block 0 is rewritten with it.
+            if file_index != 0:
+                raise InvalidArgumentError(
+                    f"the content of inode {ino} is inline: write it to blocks from block 0"
+                )
+            self._put_content(t, inode, inode.attr, None)
+        return inode, await self.data.allocate(t, inode, file_index, count, t.who.credential_id)
+
+    async def write_inline(self, txn: Txn | None, ino: int, data: bytes) -> Attr:
+        """Replace the whole content of a small file with `data`, kept in its inode:
+        no block, no datanode. The size becomes len(data); blocks it had are released."""
+        t = self._writable(txn)
+        if len(data) > self.inline_limit:
+            raise InvalidArgumentError(
+                f"inline content is at most {self.inline_limit} bytes, not {len(data)}"
+            )
+        inode = await self._file_to_write(t, ino)
+        await self.data.truncate(t, ino, 0, inode.attr.blocksize)
+        attr = replace(inode.attr, size=len(data), ctime_ns=time.time_ns())
+        return self._put_content(t, inode, attr, data or None)
+
+    async def _file_to_write(self, t: Txn, ino: int) -> Inode:
+        """The file `ino`, locked exclusively once its data may be written by the caller."""
         seen = await self.view.inode(t, ino)
         if seen is None:
             raise NotFoundError(f"no inode {ino}")
@@ -373,7 +400,18 @@ class Namespace:
         if inode is None:
             raise NotFoundError(f"inode {ino} was removed")
         check_data(t.who, t, inode.attr, W, f"inode {ino}")
-        return inode, await self.data.allocate(t, inode, file_index, count, t.who.credential_id)
+        if inode.kind is FileKind.DIRECTORY:
+            raise IsDirectoryError(f"inode {ino} is a directory")
+        if inode.kind is not FileKind.FILE:
+            raise InvalidArgumentError(f"inode {ino} is not a regular file")
+        return inode
+
+    @staticmethod
+    def _put_content(t: Txn, inode: Inode, attr: Attr, data: bytes | None) -> Attr:
+        """Write the file's row with new content: a new version once per transaction."""
+        new = replace(attr, version=attr.version + (0 if attr.ino in t.cs.inodes else 1))
+        t.cs.put_inode(replace(inode, attr=new, data=data))
+        return new
 
     async def blocks(
         self, txn: Txn | None, ino: int, file_index: int, count: int, *, who: Principal
@@ -386,6 +424,8 @@ class Namespace:
             raise NotFoundError(f"no inode {ino}")
         await self.view.check_ancestors(who, txn, inode)
         check_data(who, txn, inode.attr, R, f"inode {ino}")
+        if inode.data is not None:
+            return inode, []  # the content travels with the block list itself
         return inode, await self.data.blocks(txn, inode, file_index, count, who.credential_id)
 
     # --- changes -------------------------------------------------------------------------
@@ -691,7 +731,10 @@ class Namespace:
             ctime_ns=time.time_ns(),
             version=a.version + (0 if a.ino in t.cs.inodes else 1),
         )
-        t.cs.put_inode(replace(current, attr=new))
+        data = current.data
+        if data is not None and size is not None:
+            data = data[:size] or None  # a shorter file keeps its first bytes
+        t.cs.put_inode(replace(current, attr=new, data=data))
         if new.replication != a.replication:
             t.cs.recheck.add(a.ino)
         return new

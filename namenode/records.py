@@ -1,5 +1,6 @@
 """The namenode's in-memory form of an inode: the client-visible attributes plus the
-symbolic link target, which only readlink and path resolution need."""
+symbolic link target, which only readlink and path resolution need, and a small file's
+content kept inline."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ class Inode:
 
     attr: Attr
     target: str | None = None
+    # A small file's first bytes (the rest up to its size reads as zeros); such a file
+    # has no blocks. None: the content is in blocks, or the file is empty.
+    data: bytes | None = None
 
     @property
     def ino(self) -> int:

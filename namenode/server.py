@@ -179,6 +179,7 @@ async def open_namespace(
         default_blocksize=blocksize,
         max_group=settings.max_group,
         commit_lanes=settings.commit_lanes,
+        inline_limit=settings.inline_limit,
         read_concurrency=settings.read_pool_size,
         data=data,
         leadership=leadership,

@@ -12,7 +12,12 @@ import grpc
 from plasmafs.client.errors import AuthenticationError, NotFoundError, PlasmaError
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import USER_METADATA_KEY, abort_with, answered
+from plasmafs.client.rpc_status import (
+    INLINE_LIMIT_METADATA_KEY,
+    USER_METADATA_KEY,
+    abort_with,
+    answered,
+)
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.metrics import NamenodeMetrics
@@ -65,7 +70,12 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         except PlasmaError as exc:
             await abort_with(context, exc)
             return
-        await context.send_initial_metadata(((USER_METADATA_KEY, who.name),))
+        await context.send_initial_metadata(
+            (
+                (USER_METADATA_KEY, who.name),
+                (INLINE_LIMIT_METADATA_KEY, str(self.namespace.inline_limit)),
+            )
+        )
         session = Session(
             self.namespace, self.settings, context.peer(), self.counters, self.metrics, who
         )

@@ -178,6 +178,9 @@ class Session:
         async with entry.order:
             try:
                 await handler(self, entry.txn, request, response)
+            except PlasmaError:
+                entry.txn.failed_ops += 1
+                raise
             finally:
                 if op in ("commit", "abort"):
                     self.txns.pop(request.txn, None)
@@ -205,6 +208,12 @@ def _fail(response: pb.Response, exc: PlasmaError) -> None:
 
 async def _commit(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     assert t is not None
+    unseen = t.failed_ops - r.commit.failures_seen
+    if r.commit.unless_failed and unseen > 0:
+        s.ns.abort(t)
+        raise TransactionError(
+            f"transaction {t.txn_id} was aborted: {unseen} of its operations failed"
+        )
     await s.ns.commit(t, durable=not r.commit.relaxed)
     out.done.SetInParent()
 
@@ -335,6 +344,11 @@ async def _allocate(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) 
     _block_list(out.block_list, inode, grants)
 
 
+async def _write_inline(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.write_inline
+    (await s.ns.write_inline(t, q.ino, q.data)).to_wire(out.attr)
+
+
 async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.blocks
     inode, grants = await s.ns.blocks(t, q.ino, q.file_index, q.count, who=s.who)
@@ -345,6 +359,8 @@ def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
     out.blocksize = inode.attr.blocksize
     out.size = inode.attr.size
     out.replication = inode.attr.replication
+    if inode.data is not None:
+        out.inline = inode.data
     for grant in grants:
         extent = out.extents.add(file_index=grant.file_index, block_count=grant.block_count)
         for rep in grant.replicas:
@@ -378,6 +394,7 @@ HANDLERS: dict[str, Handler] = {
     "readlink": _readlink,
     "fsstat": _fsstat,
     "allocate": _allocate,
+    "write_inline": _write_inline,
     "blocks": _blocks,
     "report_corrupt": _report_corrupt,
 }

@@ -69,6 +69,13 @@ class NamenodeSettings(DaemonSettings):
     )
     default_replication: int = Field(default=1, ge=1, le=32)
     default_blocksize: int = Field(default=1024 * 1024)
+    inline_limit: int = Field(
+        default=4096,
+        ge=0,
+        le=65536,
+        description="files up to this many bytes keep their content in the namespace "
+        "(PostgreSQL and the inode cache): no blocks, no datanode call; 0: never",
+    )
     max_transactions_per_session: int = Field(default=100_000, ge=1)
     max_inflight_per_session: int = Field(default=8192, ge=1)
     max_readdir_page: int = Field(default=4096, ge=1, le=65536)

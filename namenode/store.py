@@ -21,14 +21,14 @@ from plasmafs.namenode.records import ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
-    "version, target"
+    "version, target, data"
 )
 
 _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21, $22, $23,
-    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
+    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)
 """
 
 
@@ -50,6 +50,7 @@ def inode_from_row(row: asyncpg.Record) -> Inode:
             row["version"],
         ),
         row["target"],
+        row["data"],
     )
 
 
@@ -549,8 +550,9 @@ def _inode_columns(inodes: Iterable[Inode]) -> list[list[object]]:
                 n.attr.blocksize,
                 n.attr.version,
                 n.target,
+                n.data,
             )
             for n in inodes
         ),
-        13,
+        14,
     )

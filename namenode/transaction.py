@@ -32,6 +32,7 @@ class Txn:
     state: TxnState = TxnState.OPEN
     abort_reason: str = ""
     conflicted: bool = False
+    failed_ops: int = 0  # operations that failed (they changed nothing)
 
     def check_open(self) -> None:
         """Raise unless operations may still run in this transaction."""

@@ -127,16 +127,27 @@ class DataCluster:
 
 @pytest.fixture
 def data_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
-    """A namenode (blocksize 64 KiB) and three datanodes of 256 blocks each."""
-    namenode = NamenodeProcess(
-        dsn,
-        tmp_path,
-        env={
-            "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(TEST_BLOCKSIZE),
-            "PFS_NAMENODE_DATANODE_DEAD_AFTER": "3",
-            "PFS_NAMENODE_HEARTBEAT_MS": "200",
-        },
-    ).start()
+    """A namenode (blocksize 64 KiB) and three datanodes of 256 blocks each; every
+    content is in blocks, however small (these are tests of the data path)."""
+    yield from _data_cluster(dsn, tmp_path, inline_limit=0)
+
+
+@pytest.fixture
+def inline_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
+    """The data cluster with the namenode's default inline limit: files up to 4 KiB
+    keep their content in the namespace."""
+    yield from _data_cluster(dsn, tmp_path, inline_limit=None)
+
+
+def _data_cluster(dsn: str, tmp_path: Path, inline_limit: int | None) -> Iterator[DataCluster]:
+    env = {
+        "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(TEST_BLOCKSIZE),
+        "PFS_NAMENODE_DATANODE_DEAD_AFTER": "3",
+        "PFS_NAMENODE_HEARTBEAT_MS": "200",
+    }
+    if inline_limit is not None:
+        env["PFS_NAMENODE_INLINE_LIMIT"] = str(inline_limit)
+    namenode = NamenodeProcess(dsn, tmp_path, env=env).start()
     datanodes: list[DatanodeProcess] = []
     try:
         for k in range(3):
@@ -153,6 +164,15 @@ def data_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
         for d in datanodes:
             d.stop()
         namenode.stop()
+
+
+@pytest.fixture
+async def ifs(inline_cluster: DataCluster) -> AsyncIterator[Client]:
+    """A client of the cluster that keeps small files inline."""
+    client = Client(inline_cluster.namenode.address)
+    await client.connection()
+    yield client
+    await client.close()
 
 
 @pytest.fixture

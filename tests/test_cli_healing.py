@@ -147,7 +147,7 @@ def test_admin_errors_are_one_line(healing: Healing) -> None:
 async def test_fsck_of_a_healthy_tree(healing: Healing, hfs: Client) -> None:
     await hfs.mkdir("/data")
     await hfs.write_file("/data/a", os.urandom(150 * BS + 7), replication=2)
-    await hfs.write_file("/data/b", b"small", replication=3)
+    await hfs.write_file("/data/b", b"small", replication=3)  # inline: no blocks
     await hfs.create("/data/empty")
     await hfs.symlink("/data/link", "a")
 
@@ -155,8 +155,8 @@ async def test_fsck_of_a_healthy_tree(healing: Healing, hfs: Client) -> None:
     assert files == []  # only files with problems by default
     assert summary.healthy
     assert (summary.files, summary.directories, summary.symlinks) == (3, 2, 1)
-    assert summary.blocks == 151 + 1
-    assert summary.replica_blocks == 151 * 2 + 3
+    assert summary.blocks == 151
+    assert summary.replica_blocks == 151 * 2
     assert summary.bytes == 150 * BS + 7 + 5
     assert summary.under_replicated_blocks == summary.missing_blocks == 0
     assert summary.corrupt_blocks == summary.corrupt_files == 0
@@ -180,9 +180,9 @@ async def test_fsck_of_a_healthy_tree(healing: Healing, hfs: Client) -> None:
 
     detailed = healing.pfs("fsck", "/data", "-files", "-blocks", "-locations")
     assert_ok(detailed, None)
-    assert "/data/b 5 bytes, replication 3, 1 block(s):  OK" in detailed.lines
+    assert "/data/b 5 bytes, replication 3, 0 block(s):  OK" in detailed.lines  # inline
     block_lines = [line for line in detailed.lines if ": live " in line]
-    assert len(block_lines) == len(a.blocks) + 1
+    assert len(block_lines) == len(a.blocks)
     assert all(line.count("dn") >= 2 for line in block_lines)  # "[dn1 ..., dn2 ...]"
 
     assert_error(healing.pfs("fsck", "/nope"), "fsck", "/nope")
@@ -270,7 +270,7 @@ async def test_setrep_wait_1_to_3_to_1(healing: Healing, hfs: Client) -> None:
 
 
 async def test_setrep_beyond_live_datanodes_is_refused(healing: Healing, hfs: Client) -> None:
-    await hfs.write_file("/f", b"x" * 100, replication=1)
+    await hfs.write_file("/f", b"x" * 5000, replication=1)  # past the inline limit: blocks
     assert_error(healing.pfs("setrep", "4", "/f"), "setrep")
     assert (await hfs.stat("/f")).replication == 1
     with pytest.raises(PlasmaError):

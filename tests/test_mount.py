@@ -28,9 +28,9 @@ from tests.mounts import Mount, mounted, unmount
 
 
 @pytest.fixture
-def mount(data_cluster: DataCluster, tmp_path: Path) -> Iterator[Mount]:
+def mount(inline_cluster: DataCluster, tmp_path: Path) -> Iterator[Mount]:
     """The data cluster mounted at tmp_path/mnt, as root."""
-    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+    with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
         yield m
 
 
@@ -86,8 +86,8 @@ def test_refusals_carry_the_right_errno(mount: Mount) -> None:
     assert _errno(os.mkdir, root / ("n" * 256)) == errno.ENAMETOOLONG
 
 
-def test_writes_anywhere_in_a_file(mount: Mount, data_cluster: DataCluster) -> None:
-    bs = data_cluster.blocksize
+def test_writes_anywhere_in_a_file(mount: Mount, inline_cluster: DataCluster) -> None:
+    bs = inline_cluster.blocksize
     path = mount.path / "f"
     original = os.urandom(3 * bs + 100)
     path.write_bytes(original)
@@ -168,8 +168,8 @@ def test_git_init_add_commit_status_log(mount: Mount) -> None:
     assert fsck.returncode == 0, fsck.stderr
 
 
-def test_close_to_open_with_the_library(mount: Mount, data_cluster: DataCluster) -> None:
-    with SyncClient(data_cluster.namenode.address) as lib:
+def test_close_to_open_with_the_library(mount: Mount, inline_cluster: DataCluster) -> None:
+    with SyncClient(inline_cluster.namenode.address) as lib:
         (mount.path / "from-mount").write_bytes(b"written through the mount")
         assert lib.read_file("/from-mount") == b"written through the mount"
         lib.write_file("/from-lib", b"first")
@@ -256,17 +256,17 @@ def test_dd_writes_and_reads_back_whole(mount: Mount) -> None:
 
 
 async def test_the_mount_acts_as_the_user_of_its_credential(
-    data_cluster: DataCluster, tmp_path: Path, dfs: Client
+    inline_cluster: DataCluster, tmp_path: Path, ifs: Client
 ) -> None:
-    await dfs.mkdir("/private", 0o700)
-    await dfs.write_file("/private/secret", b"root's")
-    await dfs.write_file("/shared", b"readable")
-    await dfs.mkdir("/alice")
-    await dfs.chown("/alice", 1001, 1001)
+    await ifs.mkdir("/private", 0o700)
+    await ifs.write_file("/private/secret", b"root's")
+    await ifs.write_file("/shared", b"readable")
+    await ifs.mkdir("/alice")
+    await ifs.chown("/alice", 1001, 1001)
     token = tmp_path / "alice.token"
     token.write_text(TOKENS["alice"])
     token.chmod(0o600)
-    with mounted(data_cluster.namenode.address, tmp_path / "m", token_file=token) as m:
+    with mounted(inline_cluster.namenode.address, tmp_path / "m", token_file=token) as m:
         assert _errno(os.listdir, m.path / "private") == errno.EACCES
         assert _errno(os.stat, m.path / "private" / "secret") == errno.EACCES
         assert _errno(os.mkdir, m.path / "mine") == errno.EACCES
@@ -276,19 +276,19 @@ async def test_the_mount_acts_as_the_user_of_its_credential(
         assert _errno(os.chown, m.path / "alice" / "hers", 0, 0) == errno.EPERM
 
 
-def test_a_read_only_mount_refuses_changes(data_cluster: DataCluster, tmp_path: Path) -> None:
-    with SyncClient(data_cluster.namenode.address) as lib:
+def test_a_read_only_mount_refuses_changes(inline_cluster: DataCluster, tmp_path: Path) -> None:
+    with SyncClient(inline_cluster.namenode.address) as lib:
         lib.write_file("/f", b"content")
-    with mounted(data_cluster.namenode.address, tmp_path / "ro", "ro") as m:
+    with mounted(inline_cluster.namenode.address, tmp_path / "ro", "ro") as m:
         assert (m.path / "f").read_bytes() == b"content"
         assert _errno(os.mkdir, m.path / "d") == errno.EROFS
         assert _errno(os.unlink, m.path / "f") == errno.EROFS
 
 
 def test_mount_and_umount_report_bad_input_in_one_line(
-    data_cluster: DataCluster, tmp_path: Path
+    inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
-    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+    with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
         env = m.env
         assert_error(run_pfs(env, "mount", str(m.path)), "mount", "already a mount point")
         assert_error(run_pfs(env, "mount", str(tmp_path / "none")), "mount", "not a directory")
@@ -308,9 +308,9 @@ def test_mount_and_umount_report_bad_input_in_one_line(
 
 
 def test_a_killed_mount_process_leaves_a_mount_point_umount_clears(
-    data_cluster: DataCluster, tmp_path: Path
+    inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
-    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+    with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
         os.kill(m.pid, signal.SIGKILL)
         assert _wait(lambda: not m.alive())
         # An error at once, not a hung shell (the first call may see the connection
@@ -322,8 +322,8 @@ def test_a_killed_mount_process_leaves_a_mount_point_umount_clears(
         assert os.listdir(m.path) == []
 
 
-def test_umount_ends_the_mount_process(data_cluster: DataCluster, tmp_path: Path) -> None:
-    with mounted(data_cluster.namenode.address, tmp_path / "mnt") as m:
+def test_umount_ends_the_mount_process(inline_cluster: DataCluster, tmp_path: Path) -> None:
+    with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
         (m.path / "f").write_bytes(b"x")
         assert run_pfs(m.env, "umount", str(m.path)).rc == 0
         assert _wait(lambda: not m.alive())
@@ -342,25 +342,25 @@ def _wait(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
 
 
 def test_a_namenode_restart_is_eio_while_down_then_the_mount_carries_on(
-    mount: Mount, data_cluster: DataCluster
+    mount: Mount, inline_cluster: DataCluster
 ) -> None:
     (mount.path / "before").write_bytes(b"written before")
-    data_cluster.namenode.kill9()
+    inline_cluster.namenode.kill9()
     started = time.monotonic()
     assert _errno(os.stat, mount.path / "unknown-name") == errno.EIO
     assert _errno(os.mkdir, mount.path / "made-while-down") == errno.EIO
     assert time.monotonic() - started < 30  # fails, never hangs
-    data_cluster.namenode.start()
+    inline_cluster.namenode.start()
     assert _wait(lambda: _ok(lambda: os.mkdir(mount.path / "made-after")))
     assert (mount.path / "before").read_bytes() == b"written before"
     assert sorted(os.listdir(mount.path)) == ["before", "made-after"]
 
 
-def test_reads_fail_over_when_a_datanode_dies(mount: Mount, data_cluster: DataCluster) -> None:
-    data = os.urandom(10 * data_cluster.blocksize)
-    with mounted(data_cluster.namenode.address, mount.path.parent / "rep2", "replication=2") as m:
+def test_reads_fail_over_when_a_datanode_dies(mount: Mount, inline_cluster: DataCluster) -> None:
+    data = os.urandom(10 * inline_cluster.blocksize)
+    with mounted(inline_cluster.namenode.address, mount.path.parent / "rep2", "replication=2") as m:
         (m.path / "twice").write_bytes(data)
-        data_cluster.datanodes[0].kill9()
+        inline_cluster.datanodes[0].kill9()
         for _ in range(3):  # whichever replica a read starts with
             assert (m.path / "twice").read_bytes() == data
 

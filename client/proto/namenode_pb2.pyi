@@ -128,10 +128,14 @@ class Begin(_message.Message):
     def __init__(self, lock_wait_ms: _Optional[int] = ...) -> None: ...
 
 class Commit(_message.Message):
-    __slots__ = ("relaxed",)
+    __slots__ = ("relaxed", "unless_failed", "failures_seen")
     RELAXED_FIELD_NUMBER: _ClassVar[int]
+    UNLESS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_SEEN_FIELD_NUMBER: _ClassVar[int]
     relaxed: bool
-    def __init__(self, relaxed: _Optional[bool] = ...) -> None: ...
+    unless_failed: bool
+    failures_seen: int
+    def __init__(self, relaxed: _Optional[bool] = ..., unless_failed: _Optional[bool] = ..., failures_seen: _Optional[int] = ...) -> None: ...
 
 class Sync(_message.Message):
     __slots__ = ()
@@ -289,6 +293,14 @@ class GetBlocks(_message.Message):
     count: int
     def __init__(self, ino: _Optional[int] = ..., file_index: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
+class WriteInline(_message.Message):
+    __slots__ = ("ino", "data")
+    INO_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ino: int
+    data: bytes
+    def __init__(self, ino: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class ReportCorrupt(_message.Message):
     __slots__ = ("datanode_id", "block_start", "block_count", "reason")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -302,7 +314,7 @@ class ReportCorrupt(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync")
+    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
@@ -324,6 +336,7 @@ class Request(_message.Message):
     BLOCKS_FIELD_NUMBER: _ClassVar[int]
     REPORT_CORRUPT_FIELD_NUMBER: _ClassVar[int]
     SYNC_FIELD_NUMBER: _ClassVar[int]
+    WRITE_INLINE_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     begin: Begin
@@ -345,7 +358,8 @@ class Request(_message.Message):
     blocks: GetBlocks
     report_corrupt: ReportCorrupt
     sync: Sync
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ...) -> None: ...
+    write_inline: WriteInline
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -436,16 +450,18 @@ class Extent(_message.Message):
     def __init__(self, file_index: _Optional[int] = ..., block_count: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[Replica, _Mapping]]] = ...) -> None: ...
 
 class BlockList(_message.Message):
-    __slots__ = ("extents", "blocksize", "size", "replication")
+    __slots__ = ("extents", "blocksize", "size", "replication", "inline")
     EXTENTS_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    INLINE_FIELD_NUMBER: _ClassVar[int]
     extents: _containers.RepeatedCompositeFieldContainer[Extent]
     blocksize: int
     size: int
     replication: int
-    def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ...) -> None: ...
+    inline: bytes
+    def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list")
