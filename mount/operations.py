@@ -7,12 +7,13 @@ become the errno of their plasmafs error (`entries.fuse_error`).
 
 from __future__ import annotations
 
+import collections
 import errno
 import itertools
 import logging
 import os
 import stat
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -48,13 +49,22 @@ def _name(raw: bytes) -> str:
 
 
 class _Listing:
-    """An open directory: the entries handed to the kernel so far, so that a listing
-    continues after the last one it took (the kernel's offsets are their positions)."""
+    """An open directory: the names handed to the kernel so far (the kernel's offsets
+    are their positions), and entries fetched from the namenode that it has not taken
+    yet, so that a listing continues after the last one it took without asking the
+    namenode again."""
 
     def __init__(self, ino: int) -> None:
         self.ino = ino
         self.names: list[str] = []
-        self.done = False
+        self.pending: collections.deque[DirEntry] = collections.deque()
+        self.exhausted = False  # the namenode has nothing after the last one fetched
+
+    def rewind(self, position: int) -> None:
+        """Continue from `position` (the kernel went back: list again from there)."""
+        del self.names[position:]
+        self.pending.clear()
+        self.exhausted = False
 
 
 class PlasmaOperations(pyfuse3.Operations):
@@ -234,30 +244,33 @@ class PlasmaOperations(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         """Entries with attributes from position `start_id`, as many as the kernel takes."""
         listing = self._listings[fh]
+        if start_id < len(listing.names):
+            listing.rewind(start_id)
         try:
-            async for position, item in self._entries(listing, start_id):
+            while True:
+                if not listing.pending:
+                    if listing.exhausted:
+                        return
+                    await self._fetch(listing)
+                    continue
+                item = listing.pending[0]
                 assert item.attr is not None
                 name = item.name.encode("utf-8")
+                position = len(listing.names) + 1
                 if not pyfuse3.readdir_reply(token, name, self._entry(item.attr), position):
-                    return
+                    return  # the kernel's buffer is full: the rest waits for its next call
+                listing.names.append(listing.pending.popleft().name)
         except Exception as exc:
             raise fuse_error(exc) from None
 
-    async def _entries(self, listing: _Listing, start: int) -> AsyncIterator[tuple[int, DirEntry]]:
-        """(next position, entry) from position `start` on, a page at a time."""
-        after = listing.names[start - 1] if start > 0 else ""
-        if start < len(listing.names):
-            del listing.names[start:]  # a rewind: list again from there
-        while True:
-            page, more = await self.fs.readdir(
-                listing.ino, after=after, limit=DIRECTORY_PAGE, plus=True
-            )
-            for item in page:
-                listing.names.append(item.name)
-                yield len(listing.names), item
-            if not more or not page:
-                return
-            after = page[-1].name
+    async def _fetch(self, listing: _Listing) -> None:
+        """The next page of entries after the last one the kernel took."""
+        after = listing.names[-1] if listing.names else ""
+        page, more = await self.fs.readdir(
+            listing.ino, after=after, limit=DIRECTORY_PAGE, plus=True
+        )
+        listing.pending.extend(page)
+        listing.exhausted = not more or not page
 
     async def releasedir(self, fh: int) -> None:
         """The listing is over."""
