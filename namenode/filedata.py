@@ -337,6 +337,11 @@ class FileData:
         epoch = self.cache.epoch
         for ino, rows in cs.final_extents.items():
             self.cache.extents.put(ino, rows, epoch)
+        for ino in cs.created - cs.final_extents.keys():
+            created = cs.inodes.get(ino)
+            if created is not None and created.kind is FileKind.FILE:
+                # A new file has no blocks: its writer need not ask PostgreSQL.
+                self.cache.extents.put(ino, (), epoch)
         # Tickets issued while the group was being written count too.
         until = max(cs.held_until, self.held_until(cs.extents_changed))
         free_now = until <= time.time()
