@@ -261,7 +261,12 @@ class Store:
         """Up to `limit` committed entries of `parent` whose names sort after `after`."""
         async with self._read() as conn:
             if with_inodes:
-                cols = ", ".join("i." + c.strip() for c in INODE_COLUMNS.split(","))
+                # Listed inodes carry attributes only, never a small file's content
+                # (a page could hold thousands of them); they are not cached.
+                cols = ", ".join(
+                    "NULL::bytea AS data" if c.strip() == "data" else "i." + c.strip()
+                    for c in INODE_COLUMNS.split(",")
+                )
                 rows = await conn.fetch(
                     f"""SELECT e.name AS entry_name, {cols} FROM entries e
                         JOIN inodes i ON i.ino = e.ino
