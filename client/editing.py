@@ -5,7 +5,9 @@ An editor keeps the blocks written since the last commit in memory, each whole (
 partly written block is first read from the committed version). `commit` writes them
 to new blocks on every replica, in one transaction that also sets the size: readers
 that opened the file before see their version to its end, later opens the new one,
-and a failure leaves the file as it was. Blocks are never written in place.
+and a failure leaves the file as it was. Blocks are never written in place. A result
+no larger than the namenode's inline limit is committed as the file's inline content
+instead, and an inline content that grows past it moves to blocks with that commit.
 """
 
 from __future__ import annotations

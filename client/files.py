@@ -5,6 +5,8 @@ blocks in long runs, streams the data to every replica of a run at once, and com
 when closed (and every `commit_every` bytes, so very large files become visible in
 steps of whole committed prefixes). If anything fails, the transaction is aborted:
 nothing of the new content becomes visible and the reserved blocks are free again.
+A file closed at no more than the namenode's inline limit (4 KiB) never reaches a
+datanode: its content goes to the namenode with the size and the commit, in one frame.
 
 A reader fetches the file's block list once; from then on reads go to datanodes
 only, failing over to another replica when one is unreachable or returns corrupt
