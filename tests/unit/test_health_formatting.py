@@ -60,6 +60,11 @@ def test_blocks_of_a_healthy_file_keep_plasmafs_format() -> None:
     ]
     empty = BlockList((), 1024, 0, 3)
     assert "  actual replication:    0" in format_blocks(empty).splitlines()
+    small = BlockList((), 1024, 5, 2, inline=b"tiny\n")
+    assert format_blocks(small).splitlines()[:2] == [
+        "  inline:                5 bytes in the namespace",
+        "  blocks:                0",
+    ]
 
 
 def test_fsstat_reports_under_replicated_missing_and_corrupt_blocks() -> None:
