@@ -372,7 +372,7 @@ class Namespace:
                 raise InvalidArgumentError(
                     f"the content of inode {ino} is inline: write it to blocks from block 0"
                 )
-            self._put_content(t, inode, inode.attr, None)
+            self._put_row(t, inode, inode.attr, None)
         return inode, await self.data.allocate(t, inode, file_index, count, t.who.credential_id)
 
     async def write_inline(self, txn: Txn | None, ino: int, data: bytes) -> Attr:
@@ -386,7 +386,7 @@ class Namespace:
         inode = await self._file_to_write(t, ino)
         await self.data.truncate(t, ino, 0, inode.attr.blocksize)
         attr = replace(inode.attr, size=len(data), ctime_ns=time.time_ns())
-        return self._put_content(t, inode, attr, data or None)
+        return self._put_row(t, inode, attr, data or None)
 
     async def _file_to_write(self, t: Txn, ino: int) -> Inode:
         """The file `ino`, locked exclusively once its data may be written by the caller."""
@@ -407,8 +407,9 @@ class Namespace:
         return inode
 
     @staticmethod
-    def _put_content(t: Txn, inode: Inode, attr: Attr, data: bytes | None) -> Attr:
-        """Write the file's row with new content: a new version once per transaction."""
+    def _put_row(t: Txn, inode: Inode, attr: Attr, data: bytes | None) -> Attr:
+        """Write the inode's row with these attributes and inline content: a new
+        version once per transaction."""
         new = replace(attr, version=attr.version + (0 if attr.ino in t.cs.inodes else 1))
         t.cs.put_inode(replace(inode, attr=new, data=data))
         return new
@@ -720,7 +721,7 @@ class Namespace:
             self._check_replication_possible(replication or 0)
         if size is not None:  # blocks past the new end go, whatever the old size said
             await self.data.truncate(t, a.ino, size, a.blocksize)
-        new = replace(
+        changed = replace(
             a,
             mode=a.mode if mode is None else mode,
             uid=a.uid if uid is None else uid,
@@ -729,12 +730,11 @@ class Namespace:
             size=a.size if size is None else size,
             replication=a.replication if replication is None else replication,
             ctime_ns=time.time_ns(),
-            version=a.version + (0 if a.ino in t.cs.inodes else 1),
         )
         data = current.data
         if data is not None and size is not None:
             data = data[:size] or None  # a shorter file keeps its first bytes
-        t.cs.put_inode(replace(current, attr=new, data=data))
+        new = self._put_row(t, current, changed, data)
         if new.replication != a.replication:
             t.cs.recheck.add(a.ino)
         return new
