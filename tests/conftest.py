@@ -1,9 +1,11 @@
 """Fixtures: `admin_dsn` (the run's PostgreSQL), `dsn` (a fresh migrated database per
 test), `namenode` (a namenode process on it), `fs` (a connected asyncio client), `lib`
-(the synchronous client), `pfs` (the CLI), `data_cluster` and `dfs` (with datanodes)."""
+(the synchronous client), `pfs` (the CLI), `data_cluster` and `dfs` (with datanodes,
+every content in blocks), `inline_cluster` and `ifs` (small files kept inline)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -29,6 +31,18 @@ from tests.cluster import (
 
 TEST_BLOCKSIZE = 64 * 1024
 TEST_CAPACITY = 256 * TEST_BLOCKSIZE
+
+
+@contextlib.asynccontextmanager
+async def connected_client(address: str) -> AsyncIterator[Client]:
+    """A client connected to the namenode at `address` (connecting fails here, not in
+    the test), closed at the end."""
+    client = Client(address)
+    await client.connection()
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -94,10 +108,8 @@ def namenode(dsn: str, tmp_path: Path) -> Iterator[NamenodeProcess]:
 @pytest.fixture
 async def fs(namenode: NamenodeProcess) -> AsyncIterator[Client]:
     """An asyncio client connected to the test's namenode."""
-    client = Client(namenode.address)
-    await client.connection()
-    yield client
-    await client.close()
+    async with connected_client(namenode.address) as client:
+        yield client
 
 
 @pytest.fixture
@@ -169,16 +181,12 @@ def _data_cluster(dsn: str, tmp_path: Path, inline_limit: int | None) -> Iterato
 @pytest.fixture
 async def ifs(inline_cluster: DataCluster) -> AsyncIterator[Client]:
     """A client of the cluster that keeps small files inline."""
-    client = Client(inline_cluster.namenode.address)
-    await client.connection()
-    yield client
-    await client.close()
+    async with connected_client(inline_cluster.namenode.address) as client:
+        yield client
 
 
 @pytest.fixture
 async def dfs(data_cluster: DataCluster) -> AsyncIterator[Client]:
     """A client of the data cluster."""
-    client = Client(data_cluster.namenode.address)
-    await client.connection()
-    yield client
-    await client.close()
+    async with connected_client(data_cluster.namenode.address) as client:
+        yield client

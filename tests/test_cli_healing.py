@@ -25,6 +25,7 @@ from plasmafs.client import (
 )
 from tests.cli_runner import Result, assert_error, assert_ok, clean_env, run_pfs
 from tests.cluster import DatanodeProcess, NamenodeProcess
+from tests.conftest import connected_client
 
 BS = 64 * 1024
 CAPACITY = 256 * BS
@@ -71,10 +72,8 @@ def healing(dsn: str, tmp_path: Path) -> Iterator[Healing]:
 
 @pytest.fixture
 async def hfs(healing: Healing) -> AsyncIterator[Client]:
-    client = Client(healing.namenode.address)
-    await client.connection()
-    yield client
-    await client.close()
+    async with connected_client(healing.namenode.address) as client:
+        yield client
 
 
 async def _until(check: Callable[[], object], what: str, timeout: float = 90.0) -> None:
