@@ -26,6 +26,9 @@ class FileKind(enum.IntEnum):
         }[self]
 
 
+_KINDS = {int(kind): kind for kind in FileKind}  # a dict lookup costs less than the call
+
+
 class ReplicaState(enum.IntEnum):
     """How the namenode accounts one replica; the values are the wire's ReplicaState.
     Only LIVE replicas count in a file's actual replication."""
@@ -74,7 +77,7 @@ class Attr:
         """Build from the wire message."""
         return cls(
             a.ino,
-            FileKind(a.kind),
+            _KINDS.get(a.kind) or FileKind(a.kind),
             a.mode,
             a.uid,
             a.gid,
@@ -111,6 +114,40 @@ class DirEntry:
     ino: int
     kind: FileKind
     attr: Attr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The totals of a subtree, as `du` and `count` print them."""
+
+    files: int
+    directories: int  # the root included when it is one
+    symlinks: int
+    bytes: int  # the files' sizes
+    space: int  # with replication; a small file kept in the namespace counts once
+    unreadable: int = 0  # directories not entered: no read and search permission
+
+    @property
+    def entries(self) -> int:
+        """Files, directories and symbolic links."""
+        return self.files + self.directories + self.symlinks
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One entry of a walk: its path below the walk's root ("" for the root itself),
+    its attributes, a symbolic link's target, and whether it is a directory the walk
+    could not enter (no read and search permission)."""
+
+    path: str
+    attr: Attr
+    target: str | None = None
+    unreadable: bool = False
+
+    @property
+    def name(self) -> str:
+        """The last name of the path ("" for the root)."""
+        return self.path.rpartition("/")[2]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from plasmafs.client import config
-from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat
+from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat, Summary, TreeEntry
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
     AuthenticationError,
@@ -249,6 +249,25 @@ class Client:
     async def fsstat(self) -> FsStat:
         """Namespace counts and cluster space."""
         return await (await self._reads()).fsstat()
+
+    async def summarize(self, path: str) -> Summary:
+        """Files, directories, symbolic links, bytes and space with replication of the
+        subtree at `path`, in one round trip (what `du -s` and `count` print)."""
+        return await (await self._reads()).summarize(path)
+
+    async def walk(self, path: str, *, page: int = 0) -> AsyncIterator[TreeEntry]:
+        """The subtree at `path` a page at a time: the root first (path ""), then every
+        entry below it depth first by name, with attributes. Each page is one round
+        trip and one snapshot; an entry present for the whole walk comes once."""
+        reads = await self._reads()
+        after, more = "", True
+        while more:
+            entries, more = await reads.walk_page(path, after=after, limit=page)
+            for entry in entries:
+                yield entry
+            if not entries:
+                return
+            after = entries[-1].path
 
     async def blocks(self, path: str) -> BlockList:
         """The block list of the file at `path` (following symlinks)."""

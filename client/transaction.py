@@ -17,7 +17,15 @@ from types import TracebackType
 from typing import Any
 
 from plasmafs.client import paths
-from plasmafs.client.attributes import Attr, BlockList, DirEntry, FileKind, FsStat
+from plasmafs.client.attributes import (
+    Attr,
+    BlockList,
+    DirEntry,
+    FileKind,
+    FsStat,
+    Summary,
+    TreeEntry,
+)
 from plasmafs.client.connection import Connection
 from plasmafs.client.errors import (
     AuthenticationError,
@@ -33,6 +41,7 @@ from plasmafs.client.paths import Where
 from plasmafs.client.proto import namenode_pb2 as pb
 
 DEFAULT_PAGE = 1024
+_KIND_OF = {int(kind): kind for kind in FileKind}
 Pending = asyncio.Future[pb.Response]
 
 
@@ -196,6 +205,43 @@ class CommittedReads(Reads):
         request, future = self._new()
         request.sync.SetInParent()
         return self._nothing(future)
+
+    async def summarize(self, path: str) -> Summary:
+        """The totals of the subtree at `path` (a symbolic link at its end followed),
+        from one snapshot, in one round trip."""
+        request, future = self._new()
+        request.summarize.path = paths.encode(path)
+        s = (await self._result(future)).summary
+        return Summary(s.files, s.directories, s.symlinks, s.bytes, s.space, s.unreadable)
+
+    async def walk_page(
+        self, path: str, *, after: str = "", limit: int = 0
+    ) -> tuple[list[TreeEntry], bool]:
+        """One page of the subtree at `path`: the root first (path ""), then each entry
+        below it depth first by name, following the entry at relative path `after`;
+        and whether more may follow. limit 0: the namenode's page size."""
+        _u32(limit=limit)
+        request, future = self._new()
+        q = request.walk
+        q.path, q.after, q.limit = paths.encode(path), after.encode("utf-8"), limit
+        page = (await self._result(future)).walk_page
+        kinds = [_KIND_OF[k] for k in page.kind]
+        attrs = map(
+            Attr,
+            page.ino, kinds, page.mode, page.uid, page.gid, page.size, page.mtime_ns,
+            page.ctime_ns, page.nlink, page.replication, page.blocksize, page.version,
+        )  # fmt: skip
+        targets, unreadable = page.target, set(page.unreadable)
+        entries = [
+            TreeEntry(
+                path.decode("utf-8"),
+                attr,
+                targets[index].decode("utf-8") if index in targets else None,
+                index in unreadable,
+            )
+            for index, (path, attr) in enumerate(zip(page.path, attrs, strict=True))
+        ]
+        return entries, page.more
 
 
 class Transaction(Reads):

@@ -63,7 +63,9 @@ from plasmafs.namenode.principals import SUPERUSER, Principal
 from plasmafs.namenode.reader import CoalescingReader
 from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
+from plasmafs.namenode.subtree import Subtrees
 from plasmafs.namenode.transaction import Txn, TxnState
+from plasmafs.namenode.tree_store import TreeStore
 from plasmafs.namenode.validation import check_cursor
 from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
@@ -107,6 +109,7 @@ class Namespace:
         self.leadership = leadership
         self.reader = CoalescingReader(store, cache, read_concurrency)
         self.view = View(store, cache, self.reader)
+        self.subtrees = Subtrees(TreeStore(store), self.view)
         self.locks = LockManager()
         self.committer = Committer(
             store,

@@ -34,7 +34,9 @@ from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.records import Inode
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.subtree import WALK_PAGE_MAX
 from plasmafs.namenode.transaction import Txn
+from plasmafs.namenode.validation import check_walk_cursor
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +357,48 @@ async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     _block_list(out.block_list, inode, grants)
 
 
+async def _summarize(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    _outside_transactions(t, "summarize")
+    totals = await s.ns.subtrees.summarize(s.who, Place.of(r.summarize.path))
+    summary = out.summary
+    summary.files, summary.directories, summary.symlinks = (
+        totals.files, totals.directories, totals.symlinks,
+    )  # fmt: skip
+    summary.bytes, summary.space, summary.unreadable = (
+        totals.bytes, totals.space, totals.unreadable,
+    )  # fmt: skip
+    summary.SetInParent()
+
+
+async def _walk(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    _outside_transactions(t, "walk")
+    q = r.walk
+    limit = max(1, min(q.limit or WALK_PAGE_MAX, WALK_PAGE_MAX))
+    items, more = await s.ns.subtrees.walk(
+        s.who, Place.of(q.path), check_walk_cursor(q.after), limit
+    )
+    page = out.walk_page
+    page.more = more
+    page.path.extend([item.path.encode() for item in items])
+    columns = (
+        page.ino, page.kind, page.mode, page.uid, page.gid, page.size, page.mtime_ns,
+        page.ctime_ns, page.nlink, page.replication, page.blocksize, page.version,
+    )  # fmt: skip
+    for column, values in zip(columns, zip(*[i.inode for i in items], strict=True), strict=False):
+        column.extend(values)
+    for index, item in enumerate(items):
+        if item.inode.target is not None:
+            page.target[index] = item.inode.target.encode()
+        if item.unreadable:
+            page.unreadable.append(index)
+    page.SetInParent()
+
+
+def _outside_transactions(t: Txn | None, what: str) -> None:
+    if t is not None:
+        raise InvalidArgumentError(f"{what} reads committed state: send it outside a transaction")
+
+
 def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
     out.blocksize = inode.attr.blocksize
     out.size = inode.attr.size
@@ -397,7 +441,20 @@ HANDLERS: dict[str, Handler] = {
     "write_inline": _write_inline,
     "blocks": _blocks,
     "report_corrupt": _report_corrupt,
+    "summarize": _summarize,
+    "walk": _walk,
 }
 READ_ONLY = frozenset(
-    {"lookup", "getattr", "readdir", "readlink", "fsstat", "blocks", "report_corrupt", "sync"}
+    [
+        "lookup",
+        "getattr",
+        "readdir",
+        "readlink",
+        "fsstat",
+        "blocks",
+        "report_corrupt",
+        "sync",
+        "summarize",
+        "walk",
+    ]
 )

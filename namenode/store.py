@@ -24,6 +24,13 @@ INODE_COLUMNS = (
     "version, target, data"
 )
 
+# An inode as listings carry it (table alias i): attributes only, never a small file's
+# content (a page could hold thousands of them); such inodes are not cached.
+LISTED_COLUMNS = ", ".join(
+    "NULL::bytea AS data" if c.strip() == "data" else "i." + c.strip()
+    for c in INODE_COLUMNS.split(",")
+)
+
 _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
@@ -261,14 +268,8 @@ class Store:
         """Up to `limit` committed entries of `parent` whose names sort after `after`."""
         async with self._read() as conn:
             if with_inodes:
-                # Listed inodes carry attributes only, never a small file's content
-                # (a page could hold thousands of them); they are not cached.
-                cols = ", ".join(
-                    "NULL::bytea AS data" if c.strip() == "data" else "i." + c.strip()
-                    for c in INODE_COLUMNS.split(",")
-                )
                 rows = await conn.fetch(
-                    f"""SELECT e.name AS entry_name, {cols} FROM entries e
+                    f"""SELECT e.name AS entry_name, {LISTED_COLUMNS} FROM entries e
                         JOIN inodes i ON i.ino = e.ino
                         WHERE e.parent = $1 AND e.name > $2 ORDER BY e.name LIMIT $3""",
                     parent,

@@ -1,4 +1,4 @@
-"""Checks of request values only the namespace rules make: directory-listing cursors.
+"""Checks of request values only the namespace rules make: listing and walk cursors.
 The checks every process shares (modes, replication, blocksizes) are in
 plasmafs.client.values."""
 
@@ -16,3 +16,23 @@ def check_cursor(after: bytes) -> str:
         return after.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidArgumentError("readdir cursor is not valid UTF-8") from exc
+
+
+# A walk's paths are relative to its root and may be longer than a path from the root
+# may be (a mount creates by directory inode), so its cursor gets more room.
+MAX_WALK_CURSOR_BYTES = 16 * paths.MAX_PATH_BYTES
+
+
+def check_walk_cursor(after: bytes) -> list[str]:
+    """A walk cursor: empty, or names joined by "/" (they need not exist)."""
+    if not after:
+        return []
+    if len(after) > MAX_WALK_CURSOR_BYTES or b"\0" in after:
+        raise InvalidArgumentError("walk cursor is too long or contains NUL")
+    try:
+        names = after.decode("utf-8").split("/")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError("walk cursor is not valid UTF-8") from exc
+    if any(not name or len(name.encode("utf-8")) > paths.MAX_NAME_BYTES for name in names):
+        raise InvalidArgumentError("walk cursor has an empty name or one longer than a name")
+    return names

@@ -301,6 +301,22 @@ class WriteInline(_message.Message):
     data: bytes
     def __init__(self, ino: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class Summarize(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    def __init__(self, path: _Optional[bytes] = ...) -> None: ...
+
+class Walk(_message.Message):
+    __slots__ = ("path", "after", "limit")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    after: bytes
+    limit: int
+    def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ...) -> None: ...
+
 class ReportCorrupt(_message.Message):
     __slots__ = ("datanode_id", "block_start", "block_count", "reason")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -314,7 +330,7 @@ class ReportCorrupt(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline")
+    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +353,8 @@ class Request(_message.Message):
     REPORT_CORRUPT_FIELD_NUMBER: _ClassVar[int]
     SYNC_FIELD_NUMBER: _ClassVar[int]
     WRITE_INLINE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZE_FIELD_NUMBER: _ClassVar[int]
+    WALK_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     begin: Begin
@@ -359,7 +377,9 @@ class Request(_message.Message):
     report_corrupt: ReportCorrupt
     sync: Sync
     write_inline: WriteInline
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ...) -> None: ...
+    summarize: Summarize
+    walk: Walk
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -388,6 +408,65 @@ class DirPage(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[DirEntry]
     more: bool
     def __init__(self, entries: _Optional[_Iterable[_Union[DirEntry, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+
+class Summary(_message.Message):
+    __slots__ = ("files", "directories", "symlinks", "bytes", "space", "unreadable")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
+    SYMLINKS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    files: int
+    directories: int
+    symlinks: int
+    bytes: int
+    space: int
+    unreadable: int
+    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., bytes: _Optional[int] = ..., space: _Optional[int] = ..., unreadable: _Optional[int] = ...) -> None: ...
+
+class WalkPage(_message.Message):
+    __slots__ = ("more", "path", "ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "target", "unreadable")
+    class TargetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: bytes
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[bytes] = ...) -> None: ...
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    CTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    NLINK_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    more: bool
+    path: _containers.RepeatedScalarFieldContainer[bytes]
+    ino: _containers.RepeatedScalarFieldContainer[int]
+    kind: _containers.RepeatedScalarFieldContainer[FileKind]
+    mode: _containers.RepeatedScalarFieldContainer[int]
+    uid: _containers.RepeatedScalarFieldContainer[int]
+    gid: _containers.RepeatedScalarFieldContainer[int]
+    size: _containers.RepeatedScalarFieldContainer[int]
+    mtime_ns: _containers.RepeatedScalarFieldContainer[int]
+    ctime_ns: _containers.RepeatedScalarFieldContainer[int]
+    nlink: _containers.RepeatedScalarFieldContainer[int]
+    replication: _containers.RepeatedScalarFieldContainer[int]
+    blocksize: _containers.RepeatedScalarFieldContainer[int]
+    version: _containers.RepeatedScalarFieldContainer[int]
+    target: _containers.ScalarMap[int, bytes]
+    unreadable: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, more: _Optional[bool] = ..., path: _Optional[_Iterable[bytes]] = ..., ino: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[_Union[FileKind, str]]] = ..., mode: _Optional[_Iterable[int]] = ..., uid: _Optional[_Iterable[int]] = ..., gid: _Optional[_Iterable[int]] = ..., size: _Optional[_Iterable[int]] = ..., mtime_ns: _Optional[_Iterable[int]] = ..., ctime_ns: _Optional[_Iterable[int]] = ..., nlink: _Optional[_Iterable[int]] = ..., replication: _Optional[_Iterable[int]] = ..., blocksize: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., target: _Optional[_Mapping[int, bytes]] = ..., unreadable: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FsStatReply(_message.Message):
     __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize", "held_bytes", "under_replicated_blocks", "missing_blocks", "corrupt_blocks")
@@ -464,7 +543,7 @@ class BlockList(_message.Message):
     def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list")
+    __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ATTR_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +552,8 @@ class Response(_message.Message):
     FSSTAT_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     BLOCK_LIST_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    WALK_PAGE_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: Error
     attr: Attr
@@ -481,7 +562,9 @@ class Response(_message.Message):
     fsstat: FsStatReply
     done: Done
     block_list: BlockList
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., dir_page: _Optional[_Union[DirPage, _Mapping]] = ..., target: _Optional[bytes] = ..., fsstat: _Optional[_Union[FsStatReply, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., block_list: _Optional[_Union[BlockList, _Mapping]] = ...) -> None: ...
+    summary: Summary
+    walk_page: WalkPage
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., dir_page: _Optional[_Union[DirPage, _Mapping]] = ..., target: _Optional[bytes] = ..., fsstat: _Optional[_Union[FsStatReply, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., block_list: _Optional[_Union[BlockList, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ..., walk_page: _Optional[_Union[WalkPage, _Mapping]] = ...) -> None: ...
 
 class ClientFrame(_message.Message):
     __slots__ = ("requests",)

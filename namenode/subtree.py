@@ -1,0 +1,236 @@
+"""Whole subtrees in a few round trips: the totals `du` and `count` print, and walks
+that list every entry below a directory a page at a time (`find`, `ls -R`).
+
+Both read committed state from a snapshot of PostgreSQL (one per summary, one per
+page of a walk), many directories per query: a summary descends one level of the tree
+per query, and a walk, while it lists a directory, fetches the entries of the
+directories it will reach next along with it. A directory the caller may not read and
+search (the bits `readdir` with attributes asks for) is counted and listed, never
+entered; the root's own path is resolved with the usual search checks.
+
+A walk's order is depth-first by name, each directory's entries right after it, and
+its cursor is the path of the last entry returned, so pages are stable under
+concurrent changes as directory pages are: an entry present for the whole walk is
+returned once, one created or removed meanwhile may or may not be.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from plasmafs.client.attributes import FileKind
+from plasmafs.namenode.permissions import Caller, R, X, may
+from plasmafs.namenode.place import Place
+from plasmafs.namenode.records import Inode, Listed
+from plasmafs.namenode.tree_store import TreeSnapshot, TreeStore
+from plasmafs.namenode.view import View
+
+WALK_PAGE_MAX = 10_000  # entries per page of a walk
+PREFETCH_DIRECTORIES = 256  # directories whose entries one walk query may fetch
+LEVEL_BATCH = 10_000  # directories per query of a summary
+
+
+@dataclass(slots=True)
+class Summary:
+    """The totals of a subtree."""
+
+    files: int = 0
+    directories: int = 0
+    symlinks: int = 0
+    bytes: int = 0
+    space: int = 0  # with replication; a small file kept inline counts its size once
+    unreadable: int = 0  # directories not entered
+
+
+@dataclass(frozen=True, slots=True)
+class WalkItem:
+    """One entry of a walk: its path relative to the root ("" for the root itself)."""
+
+    path: str
+    inode: Listed
+    unreadable: bool = False
+
+
+def _space(inode: Inode) -> int:
+    a = inode.attr
+    return a.size if inode.data is not None else a.size * a.replication
+
+
+@dataclass(slots=True)
+class _Frame:
+    """A directory the walk is in: entries fetched and not returned yet, and whether
+    they are all it has after `after`."""
+
+    ino: int
+    path: str
+    after: str
+    buffer: collections.deque[tuple[str, Listed]] = field(default_factory=collections.deque)
+    complete: bool = False
+
+
+class Subtrees:
+    """Summaries and walks of subtrees."""
+
+    def __init__(self, tree: TreeStore, view: View) -> None:
+        self.tree = tree
+        self.view = view
+
+    async def summarize(self, who: Caller, where: Place) -> Summary:
+        """The totals of the subtree at `where` (a symbolic link at its end followed)."""
+        root = await self.view.resolve_place(who, None, where, follow_last=True)
+        totals = Summary()
+        if root.kind is FileKind.FILE:
+            totals.files, totals.bytes, totals.space = 1, root.attr.size, _space(root)
+            return totals
+        if root.kind is FileKind.SYMLINK:
+            totals.symlinks = 1
+            return totals
+        totals.directories = 1
+        if not _enterable(who, Listed.of(root)):
+            totals.unreadable = 1
+            return totals
+        frontier = [root.ino]
+        async with self.tree.snapshot() as snap:
+            while frontier:
+                below: list[int] = []
+                for start in range(0, len(frontier), LEVEL_BATCH):
+                    level, directories = await snap.level(frontier[start : start + LEVEL_BATCH])
+                    totals.files += level.files
+                    totals.directories += level.directories
+                    totals.symlinks += level.symlinks
+                    totals.bytes += level.bytes
+                    totals.space += level.space
+                    entered = [d.ino for d in directories if _enterable(who, d)]
+                    totals.unreadable += len(directories) - len(entered)
+                    below.extend(entered)
+                frontier = below
+        return totals
+
+    async def walk(
+        self, who: Caller, where: Place, after: list[str], limit: int
+    ) -> tuple[list[WalkItem], bool]:
+        """Up to `limit` entries of the subtree at `where` following the entry at
+        relative path `after` (names; empty: from the root itself), and whether more
+        may follow."""
+        root = Listed.of(await self.view.resolve_place(who, None, where, follow_last=True))
+        enterable = _enterable(who, root)
+        items: list[WalkItem] = []
+        if not after:
+            items.append(WalkItem("", root, root.kind == _DIRECTORY and not enterable))
+        if not enterable:
+            return items, False
+        async with self.tree.snapshot() as snap:
+            stack = await _resume(snap, who, root, after)
+            # The root rides along with its first page: a page of one entry would
+            # leave no cursor after it.
+            more = await _Page(snap, who, stack, items, limit + len(items)).fill()
+        return items, more
+
+
+_DIRECTORY = int(FileKind.DIRECTORY)
+
+
+def _enterable(who: Caller, inode: Listed) -> bool:
+    return inode.kind == _DIRECTORY and may(who, inode.mode, inode.uid, inode.gid, R | X)
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+async def _resume(snap: TreeSnapshot, who: Caller, root: Listed, after: list[str]) -> list[_Frame]:
+    """The directories a walk is in just after the entry at `after`. Where a name of
+    it is gone (or no longer an enterable directory), its directory goes on after it."""
+    stack = [_Frame(root.ino, "", after[0] if after else "")]
+    for depth, name in enumerate(after):
+        inode = await snap.entry(stack[-1].ino, name)
+        if inode is None or not _enterable(who, inode):
+            break
+        following = after[depth + 1] if depth + 1 < len(after) else ""
+        stack.append(_Frame(inode.ino, _join(stack[-1].path, name), following))
+    return stack
+
+
+class _Page:
+    """One page of a walk: depth first from `stack`, with the entries of directories
+    the walk will reach soon fetched along with the one it needs now."""
+
+    def __init__(
+        self,
+        snap: TreeSnapshot,
+        who: Caller,
+        stack: list[_Frame],
+        items: list[WalkItem],
+        limit: int,
+    ) -> None:
+        self.snap = snap
+        self.who = who
+        self.stack = stack
+        self.items = items
+        self.limit = limit
+        # Entries fetched ahead for directories not entered yet (ino -> entries,
+        # complete), bounded to about one page of rows.
+        self.ahead: dict[int, tuple[collections.deque[tuple[str, Listed]], bool]] = {}
+        self.ahead_rows = 0
+
+    async def fill(self) -> bool:
+        """Add entries until the page is full (True: more may follow) or the walk ends."""
+        stack, items = self.stack, self.items
+        while stack:
+            top = stack[-1]
+            if not top.buffer and not top.complete:
+                await self._fetch()
+            if not top.buffer:
+                stack.pop()
+                continue
+            if len(items) >= self.limit:
+                return True
+            name, inode = top.buffer.popleft()
+            top.after = name
+            path = _join(top.path, name)
+            enter = _enterable(self.who, inode)
+            items.append(WalkItem(path, inode, inode.kind == _DIRECTORY and not enter))
+            if enter:
+                stack.append(self._frame(inode.ino, path))
+        return False
+
+    def _frame(self, ino: int, path: str) -> _Frame:
+        frame = _Frame(ino, path, "")
+        if ino in self.ahead:
+            frame.buffer, frame.complete = self.ahead.pop(ino)
+            self.ahead_rows -= len(frame.buffer)
+        return frame
+
+    async def _fetch(self) -> None:
+        """Entries of the top directory after its cursor, and of directories waiting in
+        the stack's buffers (nearest first), in one query."""
+        top = self.stack[-1]
+        targets = [(top.ino, top.after)]
+        if self.ahead_rows < self.limit:
+            for frame in reversed(self.stack):
+                for _, inode in frame.buffer:
+                    if len(targets) >= PREFETCH_DIRECTORIES:
+                        break
+                    if inode.ino not in self.ahead and _enterable(self.who, inode):
+                        targets.append((inode.ino, ""))
+        budget = max(1, self.limit - len(self.items))
+        found = await self.snap.children(targets, budget)
+        full = len(found) == budget
+        last = found[-1][0] if found else -1
+        by_position: dict[int, collections.deque[tuple[str, Listed]]] = collections.defaultdict(
+            collections.deque
+        )
+        for position, name, inode in found:
+            by_position[position].append((name, inode))
+        for position, (ino, _) in enumerate(targets):
+            if full and position > last:
+                break  # not reached by this query
+            complete = not full or position < last
+            entries = by_position.get(position, collections.deque())
+            if position == 0:
+                top.buffer.extend(entries)
+                top.complete = complete
+            else:
+                self.ahead[ino] = (entries, complete)
+                self.ahead_rows += len(entries)

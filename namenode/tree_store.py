@@ -1,0 +1,123 @@
+"""The SQL of subtree summaries and walks: committed entries of many directories at
+once, read inside one snapshot (a read-only REPEATABLE READ transaction), so that a
+summary or a page of a walk sees one consistent state however many queries it takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+
+from plasmafs.client.attributes import FileKind
+from plasmafs.namenode.records import Listed
+from plasmafs.namenode.store import Store
+
+
+@dataclass(slots=True)
+class LevelTotals:
+    """What the entries of a set of directories add up to (their own subdirectories
+    counted, not entered)."""
+
+    files: int = 0
+    directories: int = 0
+    symlinks: int = 0
+    bytes: int = 0
+    space: int = 0
+
+
+# An entry found by `TreeSnapshot.children`: which of the asked directories holds it
+# (its position in the request), its name and its inode.
+Child = tuple[int, str, Listed]
+
+# Listed's columns, in its order.
+_LISTED = (
+    "i.ino, i.kind, i.mode, i.uid, i.gid, i.size, i.mtime_ns, i.ctime_ns, i.nlink, "
+    "i.replication, i.blocksize, i.version, i.target"
+)
+
+
+class TreeSnapshot:
+    """Reads of one snapshot of committed state."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def entry(self, parent: int, name: str) -> Listed | None:
+        """The inode that `name` in directory `parent` names."""
+        row = await self._conn.fetchrow(
+            f"""SELECT {_LISTED} FROM entries e JOIN inodes i ON i.ino = e.ino
+                WHERE e.parent = $1 AND e.name = $2""",
+            parent,
+            name,
+        )
+        return None if row is None else Listed._make(row)
+
+    async def children(self, directories: list[tuple[int, str]], limit: int) -> list[Child]:
+        """Up to `limit` entries of the directories given as (inode, name to continue
+        after), ordered by the directory's position in `directories`, then by name. Every
+        directory before the one of the last entry returned is complete."""
+        rows = await self._conn.fetch(
+            f"""SELECT q.position - 1, e.name, {_LISTED}
+                FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS q(dir, after, position)
+                JOIN entries e ON e.parent = q.dir AND e.name > q.after
+                JOIN inodes i ON i.ino = e.ino
+                ORDER BY q.position, e.name
+                LIMIT $3""",
+            [d for d, _ in directories],
+            [after for _, after in directories],
+            limit,
+        )
+        return [(r[0], r[1], Listed._make(r[2:])) for r in rows]
+
+    async def level(self, parents: list[int]) -> tuple[LevelTotals, list[Listed]]:
+        """The totals of the entries of directories `parents`, and the subdirectories
+        among those entries."""
+        totals = LevelTotals()
+        rows = await self._conn.fetch(
+            """SELECT i.kind, count(*) AS n, sum(i.size) AS bytes,
+                      sum(CASE WHEN i.data IS NULL THEN i.size * i.replication
+                               ELSE i.size END) AS space
+               FROM entries e JOIN inodes i ON i.ino = e.ino
+               WHERE e.parent = ANY($1::bigint[])
+               GROUP BY i.kind""",
+            parents,
+        )
+        for r in rows:
+            kind = FileKind(r["kind"])
+            if kind is FileKind.FILE:
+                totals.files = r["n"]
+                totals.bytes = int(r["bytes"])
+                totals.space = int(r["space"])
+            elif kind is FileKind.DIRECTORY:
+                totals.directories = r["n"]
+            else:
+                totals.symlinks = r["n"]
+        directories: list[Listed] = []
+        if totals.directories:
+            found = await self._conn.fetch(
+                f"""SELECT {_LISTED} FROM entries e JOIN inodes i ON i.ino = e.ino
+                    WHERE e.parent = ANY($1::bigint[]) AND i.kind = $2""",
+                parents,
+                int(FileKind.DIRECTORY),
+            )
+            directories = [Listed._make(r) for r in found]
+        return totals, directories
+
+
+class TreeStore:
+    """Opens snapshots of the metadata store for subtree reads."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[TreeSnapshot]:
+        """A snapshot of committed state, held until the block ends."""
+        async with (
+            self.store.read_connection() as conn,
+            conn.transaction(readonly=True, isolation="repeatable_read"),
+        ):
+            yield TreeSnapshot(conn)
