@@ -29,7 +29,7 @@ from plasmafs.client.errors import (
 from plasmafs.client.formatting import NUMBERS, OwnerNames, aligned, table
 
 if TYPE_CHECKING:
-    from plasmafs.client.commands import Reporter
+    from plasmafs.client.exits import Reporter
 
 MAX_ID = 0xFFFFFFFF
 _DURATION = re.compile(r"([0-9]{1,9})([smhdw])")

@@ -136,13 +136,23 @@ class Summary:
 @dataclass(frozen=True, slots=True)
 class TreeEntry:
     """One entry of a walk: its path below the walk's root ("" for the root itself),
-    its attributes, a symbolic link's target, and whether it is a directory the walk
-    could not enter (no read and search permission)."""
+    its attributes, a symbolic link's target, whether it is a directory the walk could
+    not enter (no read and search permission), and whether it is a small file whose
+    content the namespace keeps."""
 
     path: str
     attr: Attr
     target: str | None = None
     unreadable: bool = False
+    inline: bool = False  # a small file whose content the namespace keeps
+
+    @property
+    def space(self) -> int:
+        """Bytes of storage a file takes with replication (as `Summary.space`)."""
+        a = self.attr
+        if a.kind is not FileKind.FILE:
+            return 0
+        return a.size if self.inline else a.size * a.replication
 
     @property
     def name(self) -> str:

@@ -25,17 +25,38 @@ from plasmafs.client.stdio import (
 
 class CommandParser(argparse.ArgumentParser):
     """A command's parser. With `leading_mode`, a first argument such as `-w` or
-    `-x,o+r` is the mode, as chmod(1) reads `chmod -w FILE`, not an unknown option."""
+    `-x,o+r` is the mode, as chmod(1) reads `chmod -w FILE`, not an unknown option.
+    The options in `signed_values` take the next argument even when it starts with
+    "-", as find(1) reads `-size -10K`."""
 
-    def __init__(self, *args: Any, leading_mode: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        leading_mode: bool = False,
+        signed_values: tuple[str, ...] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.leading_mode = leading_mode
+        self.signed_values = signed_values
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        """As ArgumentParser's, after marking a leading mode as positional."""
+        """As ArgumentParser's, after marking a leading mode as positional and joining
+        signed values to their options."""
         if self.leading_mode and args and _looks_like_mode(args[0]):
             args = ["--", *args]
+        if self.signed_values and args:
+            args = _join_signed_values(list(args), self.signed_values)
         return super().parse_known_args(args, namespace)
+
+
+def _join_signed_values(args: list[str], options: tuple[str, ...]) -> list[str]:
+    joined: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        value = next(rest, None) if arg in options else None
+        joined.append(arg if value is None else f"{arg}={value}")
+    return joined
 
 
 def _looks_like_mode(arg: str) -> bool:
@@ -173,7 +194,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     _mount_parsers(sub)
+    _tree_parsers(sub)
     return parser
+
+
+def _tree_parsers(sub: Any) -> None:
+    """The commands over whole subtrees: du, count, find, cp."""
+    p = sub.add_parser(
+        "du",
+        add_help=False,
+        help="SIZE SPACE PATH: bytes and space with replication of each directory below "
+        "PATHs (of PATHs alone with -s)",
+    )
+    p.add_argument("--help", action="help", help="show this help message and exit")
+    p.add_argument("-s", dest="summarize", action="store_true", help="one line per path")
+    p.add_argument("-h", dest="human", action="store_true", help="sizes as 1.5 GiB")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p = sub.add_parser(
+        "count",
+        add_help=False,
+        help="DIR_COUNT FILE_COUNT CONTENT_SIZE PATHNAME, as hdfs dfs -count "
+        "(files include symbolic links)",
+    )
+    p.add_argument("--help", action="help", help="show this help message and exit")
+    p.add_argument("-h", dest="human", action="store_true", help="sizes as 1.5 GiB")
+    p.add_argument("-v", dest="header", action="store_true", help="a header line first")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p = sub.add_parser(
+        "find", signed_values=("-size",), help="paths below PATHs that pass every test given"
+    )
+    p.add_argument("-name", metavar="GLOB", help="the last name matches GLOB (as fnmatch)")
+    p.add_argument("-type", choices=["f", "d", "l"], help="file, directory or symbolic link")
+    p.add_argument(
+        "-size",
+        metavar="[+-]N",
+        help="files of exactly N bytes, more (+N) or less (-N); N may end in K, M, G, T",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p = sub.add_parser(
+        "cp", help="copy files (trees with -r) inside the cluster; into DST if a directory"
+    )
+    p.add_argument("-r", "-R", dest="recursive", action="store_true", help="copy directories")
+    p.add_argument(
+        "-rep", "--replication", type=int, help="replicas of the copies (default: the source's)"
+    )
+    p.add_argument("paths", nargs="+", metavar="SRC... DST")
 
 
 def _mount_parsers(sub: Any) -> None:

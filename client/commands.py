@@ -8,12 +8,11 @@ import argparse
 import asyncio
 import importlib.util
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from plasmafs.client import account_commands, config, formatting, paths
+from plasmafs.client import account_commands, config, formatting, paths, tree_commands
 from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
 from plasmafs.client.errors import (
@@ -23,33 +22,11 @@ from plasmafs.client.errors import (
     NotFoundError,
     PlasmaError,
 )
-from plasmafs.client.exits import EXIT_FAILED, CommandFailed
+from plasmafs.client.exits import EXIT_FAILED, CommandFailed, Reporter
 from plasmafs.client.modes import Mode, names_owner, parse_mode, parse_owner, process_umask
 from plasmafs.client.sizes import parse_size as _parse_size
 from plasmafs.client.transaction import Transaction
 from plasmafs.client.values import MAX_REPLICATION
-
-
-class Reporter:
-    """Prints errors the coreutils way and remembers that one happened."""
-
-    def __init__(self, command: str) -> None:
-        self.command = command
-        self.failed = False
-
-    def error(self, message: str) -> None:
-        print(f"pfs: {self.command}: {message}", file=sys.stderr)
-        self.failed = True
-
-    async def each(self, items: list[str], action: Callable[[str], Awaitable[None]]) -> None:
-        for item in items:
-            try:
-                await action(item)
-            except PlasmaError as exc:
-                self.error(str(exc))
-        if self.failed:
-            raise CommandFailed
-
 
 # --- ls -----------------------------------------------------------------------------------
 
@@ -73,22 +50,22 @@ async def cmd_ls(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             await _print_entry(fs, args, names, path, path, attr)
             first = False
             continue
-        queue = [path]
-        while queue:
-            directory = queue.pop(0)
-            if headers:
-                print(("" if first else "\n") + f"{directory}:")
-            first = False
-            subdirs: list[str] = []
+        if args.recursive:
             try:
-                async for entry in fs.scandir(directory, plus=args.long or args.inode):
-                    full = paths.join(directory, entry.name)
-                    await _print_entry(fs, args, names, entry.name, full, entry.attr, entry.ino)
-                    if args.recursive and entry.kind is FileKind.DIRECTORY:
-                        subdirs.append(full)
+                await tree_commands.list_tree(fs, args, names, path, out, first)
             except PlasmaError as exc:
-                out.error(f"{directory}: {exc}")
-            queue[0:0] = subdirs
+                out.error(f"{path}: {exc}")
+            first = False
+            continue
+        if headers:
+            print(("" if first else "\n") + f"{path}:")
+        first = False
+        try:
+            async for entry in fs.scandir(path, plus=args.long or args.inode):
+                full = paths.join(path, entry.name)
+                await _print_entry(fs, args, names, entry.name, full, entry.attr, entry.ino)
+        except PlasmaError as exc:
+            out.error(f"{path}: {exc}")
     if out.failed:
         raise CommandFailed
 
@@ -424,6 +401,10 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("mv needs a source and a destination")
     if args.command == "setrep":
         parse_count(args.replication, "replication", MAX_REPLICATION)
+    if args.command == "find" and args.size is not None:
+        tree_commands.size_test(args.size)
+    if args.command == "cp" and args.replication is not None:
+        parse_count(str(args.replication), "replication", MAX_REPLICATION)
     if args.command == "admin" and args.admin_command in DATANODE_ACTIONS:
         parse_count(args.datanode_id, "datanode id")
     account_commands.check_arguments(args)
@@ -540,6 +521,10 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "setrep": cmd_setrep,
     "admin": cmd_admin,
     "whoami": account_commands.cmd_whoami,
+    "du": tree_commands.cmd_du,
+    "count": tree_commands.cmd_count,
+    "find": tree_commands.cmd_find,
+    "cp": tree_commands.cmd_cp,
 }
 
 

@@ -231,13 +231,14 @@ class CommittedReads(Reads):
             page.ino, kinds, page.mode, page.uid, page.gid, page.size, page.mtime_ns,
             page.ctime_ns, page.nlink, page.replication, page.blocksize, page.version,
         )  # fmt: skip
-        targets, unreadable = page.target, set(page.unreadable)
+        targets, unreadable, inline = page.target, set(page.unreadable), set(page.inline)
         entries = [
             TreeEntry(
                 path.decode("utf-8"),
                 attr,
                 targets[index].decode("utf-8") if index in targets else None,
                 index in unreadable,
+                index in inline,
             )
             for index, (path, attr) in enumerate(zip(page.path, attrs, strict=True))
         ]

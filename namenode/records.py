@@ -35,8 +35,8 @@ class Inode:
 
 class Listed(NamedTuple):
     """An inode as a walk lists it: the numbers of its `Attr` in their order (the kind
-    as a number) and a symbolic link's target. A walk lists thousands per page; this
-    costs a fraction of building an `Attr` each."""
+    as a number), a symbolic link's target, and whether its content is inline. A walk
+    lists thousands per page; this costs a fraction of building an `Attr` each."""
 
     ino: int
     kind: int
@@ -51,6 +51,7 @@ class Listed(NamedTuple):
     blocksize: int
     version: int
     target: str | None
+    inline: bool  # a small file whose content the namespace keeps
 
     @classmethod
     def of(cls, inode: Inode) -> Listed:
@@ -58,7 +59,7 @@ class Listed(NamedTuple):
         a = inode.attr
         return cls(
             a.ino, int(a.kind), a.mode, a.uid, a.gid, a.size, a.mtime_ns, a.ctime_ns,
-            a.nlink, a.replication, a.blocksize, a.version, inode.target,
+            a.nlink, a.replication, a.blocksize, a.version, inode.target, inode.data is not None,
         )  # fmt: skip
 
 

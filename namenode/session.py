@@ -391,6 +391,8 @@ async def _walk(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> N
             page.target[index] = item.inode.target.encode()
         if item.unreadable:
             page.unreadable.append(index)
+        if item.inode.inline:
+            page.inline.append(index)
     page.SetInParent()
 
 

@@ -101,7 +101,7 @@ class Subtrees:
                     totals.symlinks += level.symlinks
                     totals.bytes += level.bytes
                     totals.space += level.space
-                    entered = [d.ino for d in directories if _enterable(who, d)]
+                    entered = [d.ino for d in directories if may(who, d.mode, d.uid, d.gid, R | X)]
                     totals.unreadable += len(directories) - len(entered)
                     below.extend(entered)
                 frontier = below

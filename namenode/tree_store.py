@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import asyncpg
 
@@ -28,6 +29,15 @@ class LevelTotals:
     space: int = 0
 
 
+class Subdirectory(NamedTuple):
+    """A directory a summary found: what deciding whether to enter it takes."""
+
+    ino: int
+    mode: int
+    uid: int
+    gid: int
+
+
 # An entry found by `TreeSnapshot.children`: which of the asked directories holds it
 # (its position in the request), its name and its inode.
 Child = tuple[int, str, Listed]
@@ -35,8 +45,25 @@ Child = tuple[int, str, Listed]
 # Listed's columns, in its order.
 _LISTED = (
     "i.ino, i.kind, i.mode, i.uid, i.gid, i.size, i.mtime_ns, i.ctime_ns, i.nlink, "
-    "i.replication, i.blocksize, i.version, i.target"
+    "i.replication, i.blocksize, i.version, i.target, i.data IS NOT NULL"
 )
+
+
+_FILE, _DIRECTORY, _SYMLINK = int(FileKind.FILE), int(FileKind.DIRECTORY), int(FileKind.SYMLINK)
+_LEVEL = f"""
+SELECT count(*) FILTER (WHERE i.kind = {_FILE}) AS files,
+       count(*) FILTER (WHERE i.kind = {_DIRECTORY}) AS directories,
+       count(*) FILTER (WHERE i.kind = {_SYMLINK}) AS symlinks,
+       coalesce(sum(i.size) FILTER (WHERE i.kind = {_FILE}), 0) AS bytes,
+       coalesce(sum(CASE WHEN i.data IS NULL THEN i.size * i.replication ELSE i.size END)
+                FILTER (WHERE i.kind = {_FILE}), 0) AS space,
+       array_agg(i.ino) FILTER (WHERE i.kind = {_DIRECTORY}) AS inos,
+       array_agg(i.mode) FILTER (WHERE i.kind = {_DIRECTORY}) AS modes,
+       array_agg(i.uid) FILTER (WHERE i.kind = {_DIRECTORY}) AS uids,
+       array_agg(i.gid) FILTER (WHERE i.kind = {_DIRECTORY}) AS gids
+FROM entries e JOIN inodes i ON i.ino = e.ino
+WHERE e.parent = ANY($1::bigint[])
+"""
 
 
 class TreeSnapshot:
@@ -72,39 +99,17 @@ class TreeSnapshot:
         )
         return [(r[0], r[1], Listed._make(r[2:])) for r in rows]
 
-    async def level(self, parents: list[int]) -> tuple[LevelTotals, list[Listed]]:
+    async def level(self, parents: list[int]) -> tuple[LevelTotals, list[Subdirectory]]:
         """The totals of the entries of directories `parents`, and the subdirectories
-        among those entries."""
-        totals = LevelTotals()
-        rows = await self._conn.fetch(
-            """SELECT i.kind, count(*) AS n, sum(i.size) AS bytes,
-                      sum(CASE WHEN i.data IS NULL THEN i.size * i.replication
-                               ELSE i.size END) AS space
-               FROM entries e JOIN inodes i ON i.ino = e.ino
-               WHERE e.parent = ANY($1::bigint[])
-               GROUP BY i.kind""",
-            parents,
+        among those entries, in one query."""
+        r = await self._conn.fetchrow(_LEVEL, parents)
+        totals = LevelTotals(
+            r["files"], r["directories"], r["symlinks"], int(r["bytes"]), int(r["space"])
         )
-        for r in rows:
-            kind = FileKind(r["kind"])
-            if kind is FileKind.FILE:
-                totals.files = r["n"]
-                totals.bytes = int(r["bytes"])
-                totals.space = int(r["space"])
-            elif kind is FileKind.DIRECTORY:
-                totals.directories = r["n"]
-            else:
-                totals.symlinks = r["n"]
-        directories: list[Listed] = []
-        if totals.directories:
-            found = await self._conn.fetch(
-                f"""SELECT {_LISTED} FROM entries e JOIN inodes i ON i.ino = e.ino
-                    WHERE e.parent = ANY($1::bigint[]) AND i.kind = $2""",
-                parents,
-                int(FileKind.DIRECTORY),
-            )
-            directories = [Listed._make(r) for r in found]
-        return totals, directories
+        if not r["inos"]:
+            return totals, []
+        found = zip(r["inos"], r["modes"], r["uids"], r["gids"], strict=True)
+        return totals, [Subdirectory(*row) for row in found]
 
 
 class TreeStore:

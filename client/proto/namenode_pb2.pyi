@@ -426,7 +426,7 @@ class Summary(_message.Message):
     def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., bytes: _Optional[int] = ..., space: _Optional[int] = ..., unreadable: _Optional[int] = ...) -> None: ...
 
 class WalkPage(_message.Message):
-    __slots__ = ("more", "path", "ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "target", "unreadable")
+    __slots__ = ("more", "path", "ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "target", "unreadable", "inline")
     class TargetEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -450,6 +450,7 @@ class WalkPage(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    INLINE_FIELD_NUMBER: _ClassVar[int]
     more: bool
     path: _containers.RepeatedScalarFieldContainer[bytes]
     ino: _containers.RepeatedScalarFieldContainer[int]
@@ -466,7 +467,8 @@ class WalkPage(_message.Message):
     version: _containers.RepeatedScalarFieldContainer[int]
     target: _containers.ScalarMap[int, bytes]
     unreadable: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, more: _Optional[bool] = ..., path: _Optional[_Iterable[bytes]] = ..., ino: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[_Union[FileKind, str]]] = ..., mode: _Optional[_Iterable[int]] = ..., uid: _Optional[_Iterable[int]] = ..., gid: _Optional[_Iterable[int]] = ..., size: _Optional[_Iterable[int]] = ..., mtime_ns: _Optional[_Iterable[int]] = ..., ctime_ns: _Optional[_Iterable[int]] = ..., nlink: _Optional[_Iterable[int]] = ..., replication: _Optional[_Iterable[int]] = ..., blocksize: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., target: _Optional[_Mapping[int, bytes]] = ..., unreadable: _Optional[_Iterable[int]] = ...) -> None: ...
+    inline: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, more: _Optional[bool] = ..., path: _Optional[_Iterable[bytes]] = ..., ino: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[_Union[FileKind, str]]] = ..., mode: _Optional[_Iterable[int]] = ..., uid: _Optional[_Iterable[int]] = ..., gid: _Optional[_Iterable[int]] = ..., size: _Optional[_Iterable[int]] = ..., mtime_ns: _Optional[_Iterable[int]] = ..., ctime_ns: _Optional[_Iterable[int]] = ..., nlink: _Optional[_Iterable[int]] = ..., replication: _Optional[_Iterable[int]] = ..., blocksize: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., target: _Optional[_Mapping[int, bytes]] = ..., unreadable: _Optional[_Iterable[int]] = ..., inline: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FsStatReply(_message.Message):
     __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize", "held_bytes", "under_replicated_blocks", "missing_blocks", "corrupt_blocks")
