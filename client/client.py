@@ -282,6 +282,7 @@ class Client:
         mode: str = "rb",
         *,
         replication: int = 0,
+        blocksize: int = 0,
         size_hint: int | None = None,
         commit_every: int | None = None,
         known: Attr | None = None,
@@ -290,10 +291,12 @@ class Client:
         an existing file in place (`FileEditor`: writes at any offset, truncate,
         commit); a file may be given by inode number.
 
-        For "wb": `replication` (0: the cluster default), `size_hint` (lets the namenode
-        place the data in fewer, longer runs), `commit_every` (bytes between commits,
-        default 1 GiB), `known` (a file given by inode number, with its attributes as
-        last seen: opening does not wait for the namenode; see `FileWriter.open`).
+        For "wb": `replication` (0: the cluster default), `blocksize` (of a file it
+        creates; 0: the cluster default; an existing file keeps its own), `size_hint`
+        (lets the namenode place the data in fewer, longer runs), `commit_every` (bytes
+        between commits, default 1 GiB), `known` (a file given by inode number, with its
+        attributes as last seen: opening does not wait for the namenode; see
+        `FileWriter.open`).
         """
         from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
 
@@ -310,6 +313,7 @@ class Client:
                 self.data,
                 path,
                 replication=replication,
+                blocksize=blocksize,
                 size_hint=size_hint,
                 commit_every=COMMIT_EVERY if commit_every is None else commit_every,
             ).open(known=known)
@@ -323,11 +327,15 @@ class Client:
         assert isinstance(reader, FileReader)
         return await reader.read()
 
-    async def write_file(self, path: str, data: bytes, *, replication: int = 0) -> Attr:
-        """Create or replace a file with `data`."""
+    async def write_file(
+        self, path: str, data: bytes, *, replication: int = 0, blocksize: int = 0
+    ) -> Attr:
+        """Create or replace a file with `data` (`blocksize`: of a new file)."""
         from plasmafs.client.files import FileWriter
 
-        writer = await self.open(path, "wb", replication=replication, size_hint=len(data))
+        writer = await self.open(
+            path, "wb", replication=replication, blocksize=blocksize, size_hint=len(data)
+        )
         assert isinstance(writer, FileWriter)
         async with writer:
             await writer.write(data)

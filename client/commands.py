@@ -5,7 +5,6 @@ that `pfs --help` and usage errors never load the client library."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import os
 import time
@@ -138,32 +137,13 @@ async def cmd_rm(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             if not args.recursive:
                 out.error(f"{path}: is a directory (use -r)")
                 return
-            await remove_tree(fs, paths.normalize(path))
+            from plasmafs.client.removing import remove_tree
+
+            await remove_tree(fs, path)
         else:
             await fs.unlink(path)
 
     await out.each(args.paths, one)
-
-
-async def remove_tree(fs: Client, path: str, batch: int = 1000) -> None:
-    """Remove `path` and everything below it, a transaction per batch of entries."""
-    while True:
-        entries, _ = await fs.readdir(path, limit=batch)
-        if not entries:
-            break
-        for entry in entries:
-            if entry.kind is FileKind.DIRECTORY:
-                await remove_tree(fs, paths.join(path, entry.name), batch)
-        files = [e for e in entries if e.kind is not FileKind.DIRECTORY]
-        if files:
-            async with fs.transaction() as t:
-                results = await asyncio.gather(
-                    *(t.unlink(paths.join(path, e.name)) for e in files), return_exceptions=True
-                )
-            for result in results:
-                if isinstance(result, BaseException) and not isinstance(result, NotFoundError):
-                    raise result
-    await fs.rmdir(path)
 
 
 async def cmd_mv(fs: Client, args: argparse.Namespace, out: Reporter) -> None:

@@ -116,6 +116,7 @@ class FileWriter(_FileObject):
         path: str | int,
         *,
         replication: int = 0,
+        blocksize: int = 0,
         size_hint: int | None = None,
         commit_every: int = COMMIT_EVERY,
     ) -> None:
@@ -123,6 +124,7 @@ class FileWriter(_FileObject):
         self._channels = channels
         self.path = path
         self._replication = replication
+        self._blocksize = blocksize  # of a file this writer creates (0: the default)
         self._size_hint = size_hint
         self._commit_every = commit_every
         self._txn: Transaction | None = None
@@ -160,7 +162,9 @@ class FileWriter(_FileObject):
             if isinstance(self.path, int):
                 self.attr = await self._truncate(t, self.path)
             else:
-                self.attr = await t.create(self.path, replication=self._replication)
+                self.attr = await t.create(
+                    self.path, replication=self._replication, blocksize=self._blocksize
+                )
         except ExistsError:
             assert isinstance(self.path, str)
             current = await t.stat(self.path)

@@ -141,17 +141,21 @@ class DataCluster:
 def data_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
     """A namenode (blocksize 64 KiB) and three datanodes of 256 blocks each; every
     content is in blocks, however small (these are tests of the data path)."""
-    yield from _data_cluster(dsn, tmp_path, inline_limit=0)
+    yield from data_cluster_processes(dsn, tmp_path, inline_limit=0)
 
 
 @pytest.fixture
 def inline_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
     """The data cluster with the namenode's default inline limit: files up to 4 KiB
     keep their content in the namespace."""
-    yield from _data_cluster(dsn, tmp_path, inline_limit=None)
+    yield from data_cluster_processes(dsn, tmp_path, inline_limit=None)
 
 
-def _data_cluster(dsn: str, tmp_path: Path, inline_limit: int | None) -> Iterator[DataCluster]:
+def data_cluster_processes(
+    dsn: str, tmp_path: Path, inline_limit: int | None
+) -> Iterator[DataCluster]:
+    """A namenode and three datanodes (see `data_cluster`); `inline_limit` None keeps
+    the namenode's default."""
     env = {
         "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(TEST_BLOCKSIZE),
         "PFS_NAMENODE_DATANODE_DEAD_AFTER": "3",
