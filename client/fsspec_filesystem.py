@@ -146,6 +146,28 @@ class PlasmaFileSystem(AsyncFileSystem):
         if self.loop is not None and self.loop.is_running():
             sync(self.loop, self._close)
 
+    # fsspec makes synchronous twins only of the coroutines it knows; these it does not.
+
+    def modified(self, path: str) -> datetime:
+        """When the file at `path` last changed."""
+        return sync(self.loop, self._modified, path)
+
+    def created(self, path: str) -> datetime:
+        """The last change of the inode (plasmafs keeps no creation time)."""
+        return sync(self.loop, self._created, path)
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        """Create an empty file, or (truncate=False) update an existing one's mtime."""
+        sync(self.loop, self._touch, path, truncate, **kwargs)
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+        sync(self.loop, self._rmdir, path)
+
+    def mv(self, path1: str, path2: str, recursive: bool = False, **kwargs: Any) -> None:
+        """Rename in the namespace (into `path2` if it is a directory)."""
+        sync(self.loop, self._mv, path1, path2, recursive, **kwargs)
+
     # --- paths ----------------------------------------------------------------------------
 
     @classmethod
