@@ -43,56 +43,20 @@ from plasmafs.client.editing import FileEditor
 from plasmafs.client.errors import PlasmaError
 from plasmafs.client.files import FileReader, FileWriter
 from plasmafs.client.fsspec_file import PlasmaFile
+from plasmafs.client.fsspec_values import (
+    answer,
+    describe,
+    gather_children,
+    iterate,
+    os_error,
+    walk_triples,
+)
+from plasmafs.client.ranges import read_ranges, slice_limits
 from plasmafs.client.removing import remove_tree
 
 T = TypeVar("T")
 PROTOCOL = "pfs"
 CHUNK = 4 * 1024 * 1024  # bytes per read of a local file in put, and per write in get
-RANGE_READS = 32  # ranges of cat_ranges read at once
-
-
-def _os_error(exc: PlasmaError, path: str) -> OSError:
-    """The built-in error fsspec's callers test for: OSError with the errno picks its
-    subclass (ENOENT: FileNotFoundError, EEXIST: FileExistsError, ...)."""
-    return OSError(exc.posix_errno, str(exc), path)
-
-
-async def _answer(work: Awaitable[T], path: str) -> T:
-    try:
-        return await work
-    except PlasmaError as exc:
-        raise _os_error(exc, path) from exc
-
-
-def _kind(attr: Attr | None) -> str:
-    if attr is None:
-        return "other"
-    return {FileKind.FILE: "file", FileKind.DIRECTORY: "directory"}.get(attr.kind, "other")
-
-
-def _info(
-    path: str, attr: Attr | None, link: Attr | None = None, target: str | None = None
-) -> dict[str, Any]:
-    """fsspec's description of the inode at `path`: `attr` is what it leads to (None: a
-    dangling link), `link` the symbolic link itself if it is one."""
-    shown = attr or link
-    assert shown is not None
-    return {
-        "name": path,
-        "size": shown.size if attr is not None else 0,
-        "type": _kind(attr),
-        "mtime": shown.mtime_ns / 1e9,
-        "ctime": shown.ctime_ns / 1e9,
-        "mode": shown.st_mode,
-        "uid": shown.uid,
-        "gid": shown.gid,
-        "ino": shown.ino,
-        "nlink": shown.nlink,
-        "replication": shown.replication,
-        "blocksize": shown.blocksize,
-        "islink": link is not None,
-        **({"destination": target} if target is not None else {}),
-    }
 
 
 class PlasmaFileSystem(AsyncFileSystem):
@@ -195,34 +159,34 @@ class PlasmaFileSystem(AsyncFileSystem):
 
     # --- metadata -------------------------------------------------------------------------
 
-    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+    async def describe(self, path: str, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
         fs = await self._client()
-        attr = await _answer(fs.lookup(path), path)
+        attr = await answer(fs.lookup(path), path)
         if attr.kind is not FileKind.SYMLINK:
-            return _info(path, attr)
-        target = await _answer(fs.readlink(path), path)
+            return describe(path, attr)
+        target = await answer(fs.readlink(path), path)
         try:
             followed: Attr | None = await fs.stat(path)
         except PlasmaError:
             followed = None  # dangling or looping
-        return _info(path, followed, attr, target)
+        return describe(path, followed, attr, target)
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         fs = await self._client()
-        attr = await _answer(fs.stat(path), path)
+        attr = await answer(fs.stat(path), path)
         if attr.kind is not FileKind.DIRECTORY:
-            listing = [_info(path, attr)]
+            listing = [describe(path, attr)]
         else:
             listing = []
             links: list[tuple[int, str, Attr]] = []
-            async for entry in _iterate(fs.scandir(path, plus=True), path):
+            async for entry in iterate(fs.scandir(path, plus=True), path):
                 full = paths.join(path, entry.name)
                 assert entry.attr is not None
                 if entry.kind is FileKind.SYMLINK:
                     links.append((len(listing), full, entry.attr))
-                listing.append(_info(full, entry.attr))
+                listing.append(describe(full, entry.attr))
             for position, info in zip(
                 (p for p, _, _ in links),
                 await asyncio.gather(*(self._info(full) for _, full, _ in links)),
@@ -250,7 +214,7 @@ class PlasmaFileSystem(AsyncFileSystem):
     async def _tree(self, path: str) -> AsyncIterator[tuple[str, TreeEntry]]:
         """Every entry of the subtree at `path` with its full path (one walk)."""
         fs = await self._client()
-        async for entry in _iterate(fs.walk(path), path):
+        async for entry in iterate(fs.walk(path), path):
             if entry.unreadable:
                 raise PermissionError(13, "permission denied (directory not read)", entry.path)
             yield (paths.join(path, entry.path) if entry.path else path), entry
@@ -272,7 +236,7 @@ class PlasmaFileSystem(AsyncFileSystem):
                 if depth == 0 and is_dir and not withdirs:
                     continue
                 if not is_dir or withdirs:
-                    found[full] = _info(full, entry.attr)
+                    found[full] = describe(full, entry.attr)
         except FileNotFoundError:
             return {} if detail else []
         names = sorted(found)
@@ -292,16 +256,8 @@ class PlasmaFileSystem(AsyncFileSystem):
             raise ValueError("maxdepth must be at least 1")
         path = self._strip_protocol(path)
         detail = kwargs.pop("detail", False)
-        children: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         try:
-            async for full, entry in self._tree(path):
-                if entry.attr.kind is FileKind.DIRECTORY:
-                    children[full] = ({}, {})
-                if entry.path:
-                    parent, name = paths.parent_and_name(full)
-                    dirs, files = children[parent]
-                    is_dir = entry.attr.kind is FileKind.DIRECTORY
-                    (dirs if is_dir else files)[name] = _info(full, entry.attr)
+            children = await gather_children(self._tree(path))
         except OSError as exc:
             if on_error == "raise":
                 raise
@@ -310,7 +266,7 @@ class PlasmaFileSystem(AsyncFileSystem):
             return
         if path not in children:
             return  # a file
-        async for triple in _triples(path, children, maxdepth, topdown, detail):
+        async for triple in walk_triples(path, children, maxdepth, topdown, detail):
             yield triple
 
     async def _du(
@@ -319,7 +275,7 @@ class PlasmaFileSystem(AsyncFileSystem):
         path = self._strip_protocol(path)
         if total and maxdepth is None:
             fs = await self._client()
-            return (await _answer(fs.summarize(path), path)).bytes
+            return (await answer(fs.summarize(path), path)).bytes
         sizes = {
             name: info["size"]
             for name, info in (await self._find(path, maxdepth=maxdepth, detail=True)).items()
@@ -332,19 +288,19 @@ class PlasmaFileSystem(AsyncFileSystem):
         """`make()`, which creates the file at `path`; with auto_mkdir, a missing parent
         is made and `make()` tried again."""
         try:
-            return await _answer(make(), path)
+            return await answer(make(), path)
         except FileNotFoundError:
             if not self.auto_mkdir:
                 raise
         parent = paths.parent_and_name(path)[0]
         fs = await self._client()
-        await _answer(fs.mkdir(parent, parents=True), parent)
-        return await _answer(make(), path)
+        await answer(fs.mkdir(parent, parents=True), parent)
+        return await answer(make(), path)
 
     async def open_reader(self, path: str) -> FileReader:
         """A reader of the file at `path`, its block list fetched (for PlasmaFile)."""
         fs = await self._client()
-        reader = await _answer(fs.open(path, "rb"), path)
+        reader = await answer(fs.open(path, "rb"), path)
         assert isinstance(reader, FileReader)
         return reader
 
@@ -363,7 +319,7 @@ class PlasmaFileSystem(AsyncFileSystem):
         fs = await self._client()
         with contextlib.suppress(FileExistsError):
             await self._creating(path, lambda: fs.create(path, replication=self.replication))
-        editor = await _answer(fs.open(path, "r+b"), path)
+        editor = await answer(fs.open(path, "r+b"), path)
         assert isinstance(editor, FileEditor)
         return editor
 
@@ -400,8 +356,8 @@ class PlasmaFileSystem(AsyncFileSystem):
         path = self._strip_protocol(path)
         reader = await self.open_reader(path)
         try:
-            first, last = _limits(start, end, reader.size)
-            return await _answer(reader.pread(first, last - first), path)
+            first, last = slice_limits(start, end, reader.size)
+            return await answer(reader.pread(first, last - first), path)
         finally:
             await reader.close()
 
@@ -425,26 +381,12 @@ class PlasmaFileSystem(AsyncFileSystem):
         if len(starts_list) != count or len(ends_list) != count:
             raise ValueError("starts and ends must match paths")
         stripped = [self._strip_protocol(p) for p in paths]
-        readers: dict[str, asyncio.Task[FileReader]] = {}
-        room = asyncio.Semaphore(RANGE_READS)
-
-        async def one(path: str, start: int | None, end: int | None) -> bytes:
-            if path not in readers:
-                readers[path] = asyncio.ensure_future(self.open_reader(path))
-            reader = await readers[path]
-            first, last = _limits(start, end, reader.size)
-            async with room:
-                return await _answer(reader.pread(first, last - first), path)
-
-        try:
-            results = await asyncio.gather(
-                *(one(p, s, e) for p, s, e in zip(stripped, starts_list, ends_list, strict=True)),
-                return_exceptions=True,
-            )
-        finally:
-            for task in readers.values():
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    await task.result().close()
+        fs = await self._client()
+        wanted = list(zip(stripped, starts_list, ends_list, strict=True))
+        results = [
+            os_error(r, path) if isinstance(r, PlasmaError) else r
+            for r, (path, _, _) in zip(await read_ranges(fs, wanted), wanted, strict=True)
+        ]
         if on_error != "return":
             for result in results:
                 if isinstance(result, BaseException):
@@ -485,9 +427,9 @@ class PlasmaFileSystem(AsyncFileSystem):
         with open(lpath, "rb") as local:  # noqa: ASYNC230 - read in a thread below
             try:
                 while chunk := await asyncio.to_thread(local.read, CHUNK):
-                    await _answer(writer.write(chunk), rpath)
+                    await answer(writer.write(chunk), rpath)
                     callback.relative_update(len(chunk))
-                await _answer(writer.close(), rpath)
+                await answer(writer.close(), rpath)
             except BaseException:
                 await writer.abort()
                 raise
@@ -503,7 +445,7 @@ class PlasmaFileSystem(AsyncFileSystem):
         try:
             callback.set_size(reader.size)
             with open(lpath, "wb") as local:  # noqa: ASYNC230 - written in a thread below
-                async for piece in _iterate(reader.stream(), rpath):
+                async for piece in iterate(reader.stream(), rpath):
                     await asyncio.to_thread(local.write, piece)
                     callback.relative_update(len(piece))
         finally:
@@ -515,28 +457,28 @@ class PlasmaFileSystem(AsyncFileSystem):
         path = self._strip_protocol(path)
         fs = await self._client()
         if not create_parents:
-            await _answer(fs.mkdir(path), path)
+            await answer(fs.mkdir(path), path)
             return
         if await self._exists(path):
             raise FileExistsError(17, "file exists", path)
-        await _answer(fs.mkdir(path, parents=True), path)
+        await answer(fs.mkdir(path, parents=True), path)
 
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         path = self._strip_protocol(path)
         if not exist_ok and await self._exists(path):
             raise FileExistsError(17, "file exists", path)
         fs = await self._client()
-        await _answer(fs.mkdir(path, parents=True), path)
+        await answer(fs.mkdir(path, parents=True), path)
 
     async def _rmdir(self, path: str) -> None:
         path = self._strip_protocol(path)
         fs = await self._client()
-        await _answer(fs.rmdir(path), path)
+        await answer(fs.rmdir(path), path)
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         path = self._strip_protocol(path)
         fs = await self._client()
-        await _answer(fs.unlink(path), path)
+        await answer(fs.unlink(path), path)
 
     async def _rm(
         self,
@@ -551,11 +493,11 @@ class PlasmaFileSystem(AsyncFileSystem):
             return
         fs = await self._client()
         for target in await self._expand_path(path):
-            attr = await _answer(fs.lookup(target), target)
+            attr = await answer(fs.lookup(target), target)
             if attr.kind is FileKind.DIRECTORY and not recursive:
                 raise IsADirectoryError(21, "is a directory (use recursive=True)", target)
             with contextlib.suppress(FileNotFoundError):  # gone with a directory before it
-                await _answer(remove_tree(fs, target), target)
+                await answer(remove_tree(fs, target), target)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
@@ -574,7 +516,7 @@ class PlasmaFileSystem(AsyncFileSystem):
             if await self._isdir(dst) and not await self._same(src, dst):
                 dst = paths.join(dst, paths.parent_and_name(src)[1])
             fs = await self._client()
-            await _answer(fs.rename(src, dst), src)
+            await answer(fs.rename(src, dst), src)
             return
         await self._copy(path1, path2, recursive=recursive, **kwargs)
         await self._rm(path1, recursive=recursive)
@@ -593,43 +535,4 @@ class PlasmaFileSystem(AsyncFileSystem):
                 path, lambda: fs.write_file(path, b"", replication=self.replication)
             )
         else:
-            await _answer(fs.touch(path), path)
-
-
-async def _iterate(items: AsyncIterator[T], path: str) -> AsyncIterator[T]:
-    """`items`, a PlasmaError while iterating becoming its OSError."""
-    try:
-        async for item in items:
-            yield item
-    except PlasmaError as exc:
-        raise _os_error(exc, path) from exc
-
-
-def _limits(start: int | None, end: int | None, size: int) -> tuple[int, int]:
-    """fsspec's [start, end) (None: the file's ends; negative: from its end), clamped."""
-    first = 0 if start is None else (size + start if start < 0 else start)
-    last = size if end is None else (size + end if end < 0 else end)
-    first = min(max(first, 0), size)
-    return first, max(first, min(last, size))
-
-
-async def _triples(
-    path: str,
-    children: dict[str, tuple[dict[str, Any], dict[str, Any]]],
-    maxdepth: int | None,
-    topdown: bool,
-    detail: bool,
-) -> AsyncIterator[tuple[str, Any, Any]]:
-    dirs, files = children[path]
-    shown_dirs: Any = dirs if detail else list(dirs)
-    shown_files: Any = files if detail else list(files)
-    if topdown:
-        yield path, shown_dirs, shown_files
-    if maxdepth is None or maxdepth > 1:
-        below = None if maxdepth is None else maxdepth - 1
-        # topdown callers may prune: walk only the names left in what they got
-        for name in list(shown_dirs):
-            async for triple in _triples(paths.join(path, name), children, below, topdown, detail):
-                yield triple
-    if not topdown:
-        yield path, shown_dirs, shown_files
+            await answer(fs.touch(path), path)
