@@ -159,7 +159,7 @@ class PlasmaFileSystem(AsyncFileSystem):
 
     # --- metadata -------------------------------------------------------------------------
 
-    async def describe(self, path: str, **kwargs: Any) -> dict[str, Any]:
+    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
         fs = await self._client()
         attr = await answer(fs.lookup(path), path)
