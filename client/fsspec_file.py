@@ -11,6 +11,7 @@ opened the file (fsspec's own I/O thread).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from fsspec.asyn import sync
@@ -96,7 +97,7 @@ class PlasmaFile(AbstractBufferedFile):
         finally:
             reader, self.reader = self.reader, None
             if reader is not None:
-                sync(self.fs.loop, reader.close)
+                _close_reader(self.fs.loop, reader)
 
     def discard(self) -> None:
         """Give up what was written and not committed."""
@@ -106,3 +107,16 @@ class PlasmaFile(AbstractBufferedFile):
             sync(self.fs.loop, writer.abort)
         if editor is not None:
             sync(self.fs.loop, editor.abort)
+
+
+def _close_reader(loop: asyncio.AbstractEventLoop, reader: FileReader) -> None:
+    """Close `reader` on `loop`, also from a finalizer that runs on that loop's own
+    thread (a file object the garbage collector ends), where waiting would deadlock."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        loop.create_task(reader.close())
+    else:
+        sync(loop, reader.close)
