@@ -25,7 +25,13 @@ from plasmafs.client.errors import (
     NotFoundError,
 )
 from plasmafs.client.paths import Where
-from plasmafs.client.transaction import DEFAULT_PAGE, CommittedReads, Transaction
+from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.client.transaction import (
+    DEFAULT_PAGE,
+    CommittedReads,
+    Transaction,
+    tree_entries,
+)
 
 if TYPE_CHECKING:
     from plasmafs.client.accounts import Accounts
@@ -258,16 +264,26 @@ class Client:
     async def walk(self, path: str, *, page: int = 0) -> AsyncIterator[TreeEntry]:
         """The subtree at `path` a page at a time: the root first (path ""), then every
         entry below it depth first by name, with attributes. Each page is one round
-        trip and one snapshot; an entry present for the whole walk comes once."""
+        trip and one snapshot; an entry present for the whole walk comes once. The
+        next page is asked for as soon as a page arrives, while this one is decoded."""
         reads = await self._reads()
-        after, more = "", True
-        while more:
-            entries, more = await reads.walk_page(path, after=after, limit=page)
-            for entry in entries:
-                yield entry
-            if not entries:
-                return
-            after = entries[-1].path
+        asked: asyncio.Future[pb.WalkPage] | None = asyncio.ensure_future(
+            reads.walk_request(path, limit=page)
+        )
+        while asked is not None:
+            raw = await asked
+            asked = None
+            if raw.more and raw.path:
+                asked = asyncio.ensure_future(
+                    reads.walk_request(path, after=raw.path[-1].decode("utf-8"), limit=page)
+                )
+            try:
+                for entry in tree_entries(raw):
+                    yield entry
+            except BaseException:
+                if asked is not None:
+                    asked.cancel()
+                raise
 
     async def blocks(self, path: str) -> BlockList:
         """The block list of the file at `path` (following symlinks)."""

@@ -191,6 +191,27 @@ class Reads:
         )
 
 
+def tree_entries(page: pb.WalkPage) -> list[TreeEntry]:
+    """The entries of a walk's page (its columns made rows)."""
+    kinds = [_KIND_OF[k] for k in page.kind]
+    attrs = map(
+        Attr,
+        page.ino, kinds, page.mode, page.uid, page.gid, page.size, page.mtime_ns,
+        page.ctime_ns, page.nlink, page.replication, page.blocksize, page.version,
+    )  # fmt: skip
+    targets, unreadable, inline = page.target, set(page.unreadable), set(page.inline)
+    return [
+        TreeEntry(
+            path.decode("utf-8"),
+            attr,
+            targets[index].decode("utf-8") if index in targets else None,
+            index in unreadable,
+            index in inline,
+        )
+        for index, (path, attr) in enumerate(zip(page.path, attrs, strict=True))
+    ]
+
+
 class CommittedReads(Reads):
     """Reads of committed state outside any transaction (transaction id 0)."""
 
@@ -220,29 +241,19 @@ class CommittedReads(Reads):
         """One page of the subtree at `path`: the root first (path ""), then each entry
         below it depth first by name, following the entry at relative path `after`;
         and whether more may follow. limit 0: the namenode's page size."""
+        page = await self.walk_request(path, after=after, limit=limit)
+        return tree_entries(page), page.more
+
+    def walk_request(self, path: str, *, after: str = "", limit: int = 0) -> Awaitable[pb.WalkPage]:
+        """Ask for one page of a walk now (see walk_page); the awaitable answers it."""
         _u32(limit=limit)
         request, future = self._new()
         q = request.walk
         q.path, q.after, q.limit = paths.encode(path), after.encode("utf-8"), limit
-        page = (await self._result(future)).walk_page
-        kinds = [_KIND_OF[k] for k in page.kind]
-        attrs = map(
-            Attr,
-            page.ino, kinds, page.mode, page.uid, page.gid, page.size, page.mtime_ns,
-            page.ctime_ns, page.nlink, page.replication, page.blocksize, page.version,
-        )  # fmt: skip
-        targets, unreadable, inline = page.target, set(page.unreadable), set(page.inline)
-        entries = [
-            TreeEntry(
-                path.decode("utf-8"),
-                attr,
-                targets[index].decode("utf-8") if index in targets else None,
-                index in unreadable,
-                index in inline,
-            )
-            for index, (path, attr) in enumerate(zip(page.path, attrs, strict=True))
-        ]
-        return entries, page.more
+        return self._walk_page(future)
+
+    async def _walk_page(self, future: Pending) -> pb.WalkPage:
+        return (await self._result(future)).walk_page
 
 
 class Transaction(Reads):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from plasmafs.client.attributes import FileKind
 from plasmafs.namenode.permissions import Caller, R, X, may
@@ -43,9 +44,9 @@ class Summary:
     unreadable: int = 0  # directories not entered
 
 
-@dataclass(frozen=True, slots=True)
-class WalkItem:
-    """One entry of a walk: its path relative to the root ("" for the root itself)."""
+class WalkItem(NamedTuple):
+    """One entry of a walk: its path relative to the root ("" for the root itself).
+    (A tuple: a page makes thousands.)"""
 
     path: str
     inode: Listed

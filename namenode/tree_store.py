@@ -87,9 +87,14 @@ class TreeSnapshot:
         after), ordered by the directory's position in `directories`, then by name. Every
         directory before the one of the last entry returned is complete."""
         rows = await self._conn.fetch(
+            # LATERAL: an index range per directory, whatever the planner guesses (a
+            # hash join would read the whole entries table for every query).
             f"""SELECT q.position - 1, e.name, {_LISTED}
                 FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS q(dir, after, position)
-                JOIN entries e ON e.parent = q.dir AND e.name > q.after
+                CROSS JOIN LATERAL (
+                    SELECT e.name, e.ino FROM entries e
+                    WHERE e.parent = q.dir AND e.name > q.after
+                    ORDER BY e.name LIMIT $3) e
                 JOIN inodes i ON i.ino = e.ino
                 ORDER BY q.position, e.name
                 LIMIT $3""",
