@@ -261,21 +261,24 @@ class Client:
         subtree at `path`, in one round trip (what `du -s` and `count` print)."""
         return await (await self._reads()).summarize(path)
 
-    async def walk(self, path: str, *, page: int = 0) -> AsyncIterator[TreeEntry]:
+    async def walk(self, path: str, *, page: int = 0, depth: int = 0) -> AsyncIterator[TreeEntry]:
         """The subtree at `path` a page at a time: the root first (path ""), then every
-        entry below it depth first by name, with attributes. Each page is one round
-        trip and one snapshot; an entry present for the whole walk comes once. The
-        next page is asked for as soon as a page arrives, while this one is decoded."""
+        entry below it depth first by name, with attributes (`depth` N > 0: only those
+        at most N levels below the root). Each page is one round trip and one snapshot;
+        an entry present for the whole walk comes once. The next page is asked for as
+        soon as a page arrives, while this one is decoded."""
         reads = await self._reads()
         asked: asyncio.Future[pb.WalkPage] | None = asyncio.ensure_future(
-            reads.walk_request(path, limit=page)
+            reads.walk_request(path, limit=page, depth=depth)
         )
         while asked is not None:
             raw = await asked
             asked = None
             if raw.more and raw.path:
                 asked = asyncio.ensure_future(
-                    reads.walk_request(path, after=raw.path[-1].decode("utf-8"), limit=page)
+                    reads.walk_request(
+                        path, after=raw.path[-1].decode("utf-8"), limit=page, depth=depth
+                    )
                 )
             try:
                 for entry in tree_entries(raw):

@@ -174,22 +174,19 @@ class PlasmaFileSystem(AsyncFileSystem):
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
-        fs = await self._client()
-        attr = await answer(fs.stat(path), path)
-        if attr.kind is not FileKind.DIRECTORY:
-            listing = [describe(path, attr)]
-        else:
-            listing = []
-            links: list[tuple[int, str, Attr]] = []
-            async for entry in iterate(fs.scandir(path, plus=True), path):
-                full = paths.join(path, entry.name)
-                assert entry.attr is not None
-                if entry.kind is FileKind.SYMLINK:
-                    links.append((len(listing), full, entry.attr))
-                listing.append(describe(full, entry.attr))
+        listing: list[dict[str, Any]] = []
+        links: list[tuple[int, str]] = []
+        # A walk one level deep: pages of thousands, column by column.
+        async for full, entry in self._tree(path, depth=1):
+            if not entry.path and entry.attr.kind is FileKind.DIRECTORY:
+                continue  # the directory itself
+            if entry.attr.kind is FileKind.SYMLINK:
+                links.append((len(listing), full))
+            listing.append(describe(full, entry.attr))
+        if links:
             for position, info in zip(
-                (p for p, _, _ in links),
-                await asyncio.gather(*(self._info(full) for _, full, _ in links)),
+                (p for p, _ in links),
+                await asyncio.gather(*(self._info(full) for _, full in links)),
                 strict=True,
             ):
                 listing[position] = info
@@ -211,12 +208,15 @@ class PlasmaFileSystem(AsyncFileSystem):
 
     # --- whole subtrees -------------------------------------------------------------------
 
-    async def _tree(self, path: str) -> AsyncIterator[tuple[str, TreeEntry]]:
-        """Every entry of the subtree at `path` with its full path (one walk)."""
+    async def _tree(self, path: str, depth: int = 0) -> AsyncIterator[tuple[str, TreeEntry]]:
+        """Every entry of the subtree at `path` (to `depth` levels below it, if set) with
+        its full path, from one walk. A directory below the root that may not be read is
+        listed without its contents (fsspec's walks omit what they cannot list); the
+        root itself is a PermissionError."""
         fs = await self._client()
-        async for entry in iterate(fs.walk(path), path):
-            if entry.unreadable:
-                raise PermissionError(13, "permission denied (directory not read)", entry.path)
+        async for entry in iterate(fs.walk(path, depth=depth), path):
+            if entry.unreadable and not entry.path:
+                raise PermissionError(13, "permission denied (directory not read)", path)
             yield (paths.join(path, entry.path) if entry.path else path), entry
 
     async def _find(
@@ -228,10 +228,8 @@ class PlasmaFileSystem(AsyncFileSystem):
             raise ValueError("maxdepth must be at least 1")
         found: dict[str, dict[str, Any]] = {}
         try:
-            async for full, entry in self._tree(path):
+            async for full, entry in self._tree(path, depth=maxdepth or 0):
                 depth = entry.path.count("/") + 1 if entry.path else 0
-                if maxdepth is not None and depth > maxdepth:
-                    continue
                 is_dir = entry.attr.kind is FileKind.DIRECTORY
                 if depth == 0 and is_dir and not withdirs:
                     continue
@@ -257,7 +255,7 @@ class PlasmaFileSystem(AsyncFileSystem):
         path = self._strip_protocol(path)
         detail = kwargs.pop("detail", False)
         try:
-            children = await gather_children(self._tree(path))
+            children = await gather_children(self._tree(path, depth=maxdepth or 0))
         except OSError as exc:
             if on_error == "raise":
                 raise

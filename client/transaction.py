@@ -236,20 +236,24 @@ class CommittedReads(Reads):
         return Summary(s.files, s.directories, s.symlinks, s.bytes, s.space, s.unreadable)
 
     async def walk_page(
-        self, path: str, *, after: str = "", limit: int = 0
+        self, path: str, *, after: str = "", limit: int = 0, depth: int = 0
     ) -> tuple[list[TreeEntry], bool]:
         """One page of the subtree at `path`: the root first (path ""), then each entry
         below it depth first by name, following the entry at relative path `after`;
-        and whether more may follow. limit 0: the namenode's page size."""
-        page = await self.walk_request(path, after=after, limit=limit)
+        and whether more may follow. limit 0: the namenode's page size; depth N > 0:
+        only entries at most N levels below the root (1: a directory listing)."""
+        page = await self.walk_request(path, after=after, limit=limit, depth=depth)
         return tree_entries(page), page.more
 
-    def walk_request(self, path: str, *, after: str = "", limit: int = 0) -> Awaitable[pb.WalkPage]:
+    def walk_request(
+        self, path: str, *, after: str = "", limit: int = 0, depth: int = 0
+    ) -> Awaitable[pb.WalkPage]:
         """Ask for one page of a walk now (see walk_page); the awaitable answers it."""
-        _u32(limit=limit)
+        _u32(limit=limit, depth=depth)
         request, future = self._new()
         q = request.walk
         q.path, q.after, q.limit = paths.encode(path), after.encode("utf-8"), limit
+        q.depth = depth
         return self._walk_page(future)
 
     async def _walk_page(self, future: Pending) -> pb.WalkPage:

@@ -109,11 +109,11 @@ class Subtrees:
         return totals
 
     async def walk(
-        self, who: Caller, where: Place, after: list[str], limit: int
+        self, who: Caller, where: Place, after: list[str], limit: int, depth: int = 0
     ) -> tuple[list[WalkItem], bool]:
         """Up to `limit` entries of the subtree at `where` following the entry at
         relative path `after` (names; empty: from the root itself), and whether more
-        may follow."""
+        may follow; `depth` N > 0: only entries at most N levels below the root."""
         root = Listed.of(await self.view.resolve_place(who, None, where, follow_last=True))
         enterable = _enterable(who, root)
         items: list[WalkItem] = []
@@ -122,10 +122,10 @@ class Subtrees:
         if not enterable:
             return items, False
         async with self.tree.snapshot() as snap:
-            stack = await _resume(snap, who, root, after)
+            stack = await _resume(snap, who, root, after, depth)
             # The root rides along with its first page: a page of one entry would
             # leave no cursor after it.
-            more = await _Page(snap, who, stack, items, limit + len(items)).fill()
+            more = await _Page(snap, who, stack, items, limit + len(items), depth).fill()
         return items, more
 
 
@@ -140,15 +140,20 @@ def _join(path: str, name: str) -> str:
     return f"{path}/{name}" if path else name
 
 
-async def _resume(snap: TreeSnapshot, who: Caller, root: Listed, after: list[str]) -> list[_Frame]:
-    """The directories a walk is in just after the entry at `after`. Where a name of
-    it is gone (or no longer an enterable directory), its directory goes on after it."""
+async def _resume(
+    snap: TreeSnapshot, who: Caller, root: Listed, after: list[str], depth: int
+) -> list[_Frame]:
+    """The directories a walk is in just after the entry at `after` (at most `depth`
+    deep, if set). Where a name of it is gone (or no longer an enterable directory),
+    its directory goes on after it."""
     stack = [_Frame(root.ino, "", after[0] if after else "")]
-    for depth, name in enumerate(after):
+    for level, name in enumerate(after):
+        if depth and len(stack) >= depth:
+            break
         inode = await snap.entry(stack[-1].ino, name)
         if inode is None or not _enterable(who, inode):
             break
-        following = after[depth + 1] if depth + 1 < len(after) else ""
+        following = after[level + 1] if level + 1 < len(after) else ""
         stack.append(_Frame(inode.ino, _join(stack[-1].path, name), following))
     return stack
 
@@ -164,12 +169,14 @@ class _Page:
         stack: list[_Frame],
         items: list[WalkItem],
         limit: int,
+        depth: int,
     ) -> None:
         self.snap = snap
         self.who = who
         self.stack = stack
         self.items = items
         self.limit = limit
+        self.depth = depth  # 0: no limit
         # Entries fetched ahead for directories not entered yet (ino -> entries,
         # complete), bounded to about one page of rows.
         self.ahead: dict[int, tuple[collections.deque[tuple[str, Listed]], bool]] = {}
@@ -190,9 +197,9 @@ class _Page:
             name, inode = top.buffer.popleft()
             top.after = name
             path = _join(top.path, name)
-            enter = _enterable(self.who, inode)
-            items.append(WalkItem(path, inode, inode.kind == _DIRECTORY and not enter))
-            if enter:
+            may_enter = _enterable(self.who, inode)
+            items.append(WalkItem(path, inode, inode.kind == _DIRECTORY and not may_enter))
+            if may_enter and (not self.depth or len(stack) < self.depth):
                 stack.append(self._frame(inode.ino, path))
         return False
 
@@ -209,8 +216,10 @@ class _Page:
         top = self.stack[-1]
         targets = [(top.ino, top.after)]
         if self.ahead_rows < self.limit:
-            for frame in reversed(self.stack):
-                for _, inode in frame.buffer:
+            for level in range(len(self.stack) - 1, -1, -1):
+                if self.depth and level + 1 >= self.depth:
+                    continue  # its directories are not entered
+                for _, inode in self.stack[level].buffer:
                     if len(targets) >= PREFETCH_DIRECTORIES:
                         break
                     if inode.ino not in self.ahead and _enterable(self.who, inode):

@@ -187,6 +187,11 @@ def test_a_credential_acts_as_its_user(inline_cluster: DataCluster, tmp_path: Pa
             bob.pipe("/private/mine", b"m")
         bob.pipe("/bob/mine", b"m")
         assert root.info("/bob/mine")["uid"] == UIDS["bob"]
+        # A directory bob may not read is listed, not entered; listing it is refused.
+        assert "/private" in bob.ls("/", detail=False)
+        assert "/private/secret" not in bob.find("/")
+        with pytest.raises(PermissionError):
+            bob.ls("/private")
     finally:
         root.close()
         bob.close()

@@ -156,3 +156,14 @@ async def test_a_malformed_walk_cursor_is_refused(fs: Client, cursor: str) -> No
     reads = CommittedReads(await fs.connection())
     with pytest.raises(InvalidArgumentError):
         await reads.walk_page("/w", after=cursor)
+
+
+async def test_a_walk_to_a_depth_stops_there(fs: Client) -> None:
+    await _build(fs, "/w")
+    everything = await _listed(fs, "/w")
+    for depth, page in ((1, 0), (1, 2), (2, 0), (2, 3), (3, 1)):
+        walked = [e.path async for e in fs.walk("/w", page=page, depth=depth)]
+        expected = [p for p in everything if p.count("/") < depth]
+        assert walked == ["", *expected], (depth, page)
+    listing = [e async for e in fs.walk("/w/b", depth=1)]
+    assert [e.name for e in listing[1:]] == [f"f{k:02}" for k in range(12)]
