@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, PlasmaError
-from plasmafs.client.local.postgres import _embedded, _run_as, start_postgres, stop_postgres
+from plasmafs.client.local.postgres import run_program, start_postgres, stop_postgres
 from tests.cluster import NamenodeProcess, prepare_database
 
 
@@ -36,7 +36,7 @@ async def test_relaxed_commits_are_visible_at_once(namenode: NamenodeProcess) ->
 
 def _crash(datadir: Path) -> None:
     """Stop PostgreSQL the way a crash does: no shutdown checkpoint, WAL buffers lost."""
-    _embedded().pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=datadir, user=_run_as())
+    run_program("pg_ctl", ["-w", "-m", "immediate", "stop"], datadir, timeout=60)
 
 
 async def _write(address: str, prefix: str, count: int) -> list[int]:

