@@ -9,7 +9,7 @@ namenode refuses the credential, every call raises AuthenticationError until clo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -261,12 +261,15 @@ class Client:
         subtree at `path`, in one round trip (what `du -s` and `count` print)."""
         return await (await self._reads()).summarize(path)
 
-    async def walk(self, path: str, *, page: int = 0, depth: int = 0) -> AsyncIterator[TreeEntry]:
-        """The subtree at `path` a page at a time: the root first (path ""), then every
-        entry below it depth first by name, with attributes (`depth` N > 0: only those
-        at most N levels below the root). Each page is one round trip and one snapshot;
-        an entry present for the whole walk comes once. The next page is asked for as
-        soon as a page arrives, while this one is decoded."""
+    async def walk(
+        self, path: str | int, *, page: int = 0, depth: int = 0
+    ) -> AsyncGenerator[TreeEntry, None]:
+        """The subtree at `path` (or of directory inode number `path`) a page at a time:
+        the root first (path ""), then every entry below it depth first by name, with
+        attributes (`depth` N > 0: only those at most N levels below the root). Each
+        page is one round trip and one snapshot; an entry present for the whole walk
+        comes once. The next page is asked for as soon as a page arrives, while this
+        one is decoded."""
         reads = await self._reads()
         asked: asyncio.Future[pb.WalkPage] | None = asyncio.ensure_future(
             reads.walk_request(path, limit=page, depth=depth)

@@ -236,9 +236,10 @@ class CommittedReads(Reads):
         return Summary(s.files, s.directories, s.symlinks, s.bytes, s.space, s.unreadable)
 
     async def walk_page(
-        self, path: str, *, after: str = "", limit: int = 0, depth: int = 0
+        self, path: str | int, *, after: str = "", limit: int = 0, depth: int = 0
     ) -> tuple[list[TreeEntry], bool]:
-        """One page of the subtree at `path`: the root first (path ""), then each entry
+        """One page of the subtree at `path` (or of directory inode number `path`): the
+        root first (path ""), then each entry
         below it depth first by name, following the entry at relative path `after`;
         and whether more may follow. limit 0: the namenode's page size; depth N > 0:
         only entries at most N levels below the root (1: a directory listing)."""
@@ -246,13 +247,15 @@ class CommittedReads(Reads):
         return tree_entries(page), page.more
 
     def walk_request(
-        self, path: str, *, after: str = "", limit: int = 0, depth: int = 0
+        self, path: str | int, *, after: str = "", limit: int = 0, depth: int = 0
     ) -> Awaitable[pb.WalkPage]:
         """Ask for one page of a walk now (see walk_page); the awaitable answers it."""
+        raw, directory = (b"", path) if isinstance(path, int) else (paths.encode(path), 0)
+        _u64(dir=directory)
         _u32(limit=limit, depth=depth)
         request, future = self._new()
         q = request.walk
-        q.path, q.after, q.limit = paths.encode(path), after.encode("utf-8"), limit
+        q.path, q.dir, q.after, q.limit = raw, directory, after.encode("utf-8"), limit
         q.depth = depth
         return self._walk_page(future)
 

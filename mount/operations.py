@@ -25,6 +25,7 @@ from plasmafs.client.errors import NotFoundError
 from plasmafs.mount.entries import absent, entry, fuse_error
 from plasmafs.mount.handles import OpenFile
 from plasmafs.mount.options import MountOptions
+from plasmafs.mount.readahead import ReadAhead
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class PlasmaOperations(pyfuse3.Operations):
         self._handles: dict[int, OpenFile] = {}
         self._listings: dict[int, _Listing] = {}
         self._numbers = itertools.count(1)
+        self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
 
     # --- names and attributes -------------------------------------------------------------
 
@@ -89,6 +91,9 @@ class PlasmaOperations(pyfuse3.Operations):
         """The entry `name` of a directory."""
         if len(name) > MAX_NAME:
             raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
+        known = self.readahead.entry(parent_inode, _name(name))
+        if known is not None:
+            return self._entry(known)
         try:
             attr = await self.fs.lookup(At(parent_inode, _name(name)))
         except NotFoundError:
@@ -102,6 +107,9 @@ class PlasmaOperations(pyfuse3.Operations):
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """The attributes of an inode (of an open file removed meanwhile: as last known,
         with no links left)."""
+        known = self.readahead.attr(inode)
+        if known is not None:
+            return self._entry(known)
         try:
             attr = await self.fs.getattr(inode)
         except NotFoundError:
@@ -157,12 +165,12 @@ class PlasmaOperations(pyfuse3.Operations):
         if writing is None:
             if fields.update_size:
                 changes["size"] = attr.st_size
-            new = await answer(self.fs.setattr(inode, **changes))
+            new = await self._changed(self.fs.setattr(inode, **changes))
         else:
             # The content is changing here: size and mtime go with its commit.
             if fields.update_size:
-                await answer(writing.truncate(attr.st_size))
-            new = await answer(writing.setattr(**changes))
+                await self._changed(writing.truncate(attr.st_size))
+            new = await self._changed(writing.setattr(**changes))
         for handle in self._handles.values():
             if handle.ino == inode:
                 handle.attr = new
@@ -179,7 +187,7 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new directory."""
         self._check_writable()
-        attr = await answer(self.fs.mkdir(At(parent_inode, _name(name)), stat.S_IMODE(mode)))
+        attr = await self._changed(self.fs.mkdir(At(parent_inode, _name(name)), stat.S_IMODE(mode)))
         return entry(attr, self.options)
 
     async def symlink(
@@ -187,7 +195,7 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new symbolic link."""
         self._check_writable()
-        attr = await answer(self.fs.symlink(At(parent_inode, _name(name)), _name(target)))
+        attr = await self._changed(self.fs.symlink(At(parent_inode, _name(name)), _name(target)))
         return entry(attr, self.options)
 
     async def mknod(
@@ -197,7 +205,7 @@ class PlasmaOperations(pyfuse3.Operations):
         if not stat.S_ISREG(mode):
             raise pyfuse3.FUSEError(errno.EPERM)
         self._check_writable()
-        attr = await answer(self._create(parent_inode, name, mode))
+        attr = await self._changed(self._create(parent_inode, name, mode))
         return entry(attr, self.options)
 
     async def link(
@@ -209,12 +217,12 @@ class PlasmaOperations(pyfuse3.Operations):
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove a file or symbolic link."""
         self._check_writable()
-        await answer(self.fs.unlink(At(parent_inode, _name(name))))
+        await self._changed(self.fs.unlink(At(parent_inode, _name(name))))
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove an empty directory."""
         self._check_writable()
-        await answer(self.fs.rmdir(At(parent_inode, _name(name))))
+        await self._changed(self.fs.rmdir(At(parent_inode, _name(name))))
 
     async def rename(
         self,
@@ -231,7 +239,7 @@ class PlasmaOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EINVAL)
         src, dst = At(parent_inode_old, _name(name_old)), At(parent_inode_new, _name(name_new))
         noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
-        await answer(self.fs.rename(src, dst, replace=not noreplace))
+        await self._changed(self.fs.rename(src, dst, replace=not noreplace))
 
     # --- directories ----------------------------------------------------------------------
 
@@ -264,11 +272,19 @@ class PlasmaOperations(pyfuse3.Operations):
             raise fuse_error(exc) from None
 
     async def _fetch(self, listing: _Listing) -> None:
-        """The next page of entries after the last one the kernel took."""
+        """The next page of entries after the last one the kernel took (all of them
+        at once if read ahead)."""
+        if not listing.names:
+            whole = await self.readahead.listing(listing.ino)
+            if whole is not None:
+                listing.pending.extend(whole)
+                listing.exhausted = True
+                return
         after = listing.names[-1] if listing.names else ""
         page, more = await self.fs.readdir(
             listing.ino, after=after, limit=DIRECTORY_PAGE, plus=True
         )
+        self.readahead.listed(listing.ino, page)
         listing.pending.extend(page)
         listing.exhausted = not more or not page
 
@@ -292,7 +308,7 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         """A new file, open."""
         self._check_writable()
-        attr = await answer(self._create(parent_inode, name, mode))
+        attr = await self._changed(self._create(parent_inode, name, mode))
         handle = OpenFile(self.fs, attr, writable=_writes(flags))
         return self._opened(handle), entry(attr, self.options)
 
@@ -323,28 +339,39 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Bytes into an open file."""
+        self.readahead.forget()
         return await answer(self._handles[fh].write(off, buf))
 
     async def flush(self, fh: int) -> None:
         """close(2): what was written becomes visible (and durable within about a
         second, at once with -o sync)."""
-        await answer(self._handles[fh].commit())
+        await self._commit(self._handles[fh])
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         """fsync(2): the file's content committed, and every change acknowledged so far
         (the file's name among them) durable."""
-        await answer(self._handles[fh].commit())
+        await self._commit(self._handles[fh])
         if not self.options.sync:
             await answer(self.fs.sync())
+
+    async def _commit(self, handle: OpenFile) -> None:
+        if not handle.writing:
+            await answer(handle.commit())
+            return
+        self.readahead.forget()
+        await self._changed(handle.commit())
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
         handle = self._handles.pop(fh, None)
         if handle is not None:
+            writing = handle.writing
             try:
                 await handle.release()
             except Exception as exc:  # nobody to tell but the log
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
+            if writing:
+                self.readahead.forget()
 
     # --- the file system ------------------------------------------------------------------
 
@@ -364,13 +391,25 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def close(self) -> None:
         """Abort what open files wrote and did not commit (the mount is going away)."""
+        await self.readahead.close()
         for handle in list(self._handles.values()):
             await handle.abort()
         self._handles.clear()
 
+    async def _changed(self, work: Awaitable[T]) -> T:
+        """`work`'s result (or its errno), with what was read ahead dropped once it
+        is done: a walk under way during the change may have missed it."""
+        try:
+            return await answer(work)
+        finally:
+            self.readahead.forget()
+
     def _check_writable(self) -> None:
+        """Refuse a change on a read-only mount; otherwise drop what was read ahead,
+        which the change may make stale."""
         if self.options.ro:
             raise pyfuse3.FUSEError(errno.EROFS)
+        self.readahead.forget()
 
 
 def _writes(flags: int) -> bool:

@@ -375,7 +375,7 @@ async def _walk(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> N
     q = r.walk
     limit = max(1, min(q.limit or WALK_PAGE_MAX, WALK_PAGE_MAX))
     items, more = await s.ns.subtrees.walk(
-        s.who, Place.of(q.path), check_walk_cursor(q.after), limit, q.depth
+        s.who, Place.directory(q.path, q.dir), check_walk_cursor(q.after), limit, q.depth
     )
     page = out.walk_page
     page.more = more

@@ -84,6 +84,27 @@ async def test_a_walk_of_a_file_or_a_link_and_of_nothing(fs: Client) -> None:
         await fs.summarize("/nothing/here")
 
 
+async def test_a_walk_from_a_directory_inode_is_the_walk_of_its_path(fs: Client) -> None:
+    await _build(fs, "/w")
+    by_path = await _walked(fs, "/w/a")
+    ino = (await fs.stat("/w/a")).ino
+    by_inode = [e async for e in fs.walk(ino)]
+    assert by_inode == by_path and [e.path for e in by_inode][:2] == ["", "deep"]
+    assert [e.path async for e in fs.walk(ino, depth=1)] == ["", "deep", "z"]
+    top = (await fs.stat("/w/top")).ino
+    assert [(e.path, e.attr.size) async for e in fs.walk(top)] == [("", 3)]
+    await fs.rename("/w/a", "/w/moved")  # an inode names the directory wherever it is
+    assert [e.path async for e in fs.walk(ino)] == [e.path for e in by_path]
+    with pytest.raises(NotFoundError):
+        await _walked_inode(fs, 10**12)
+    with pytest.raises(InvalidArgumentError):
+        await _walked_inode(fs, -1)
+
+
+async def _walked_inode(fs: Client, ino: int) -> list[TreeEntry]:
+    return [e async for e in fs.walk(ino)]
+
+
 async def test_a_summary_counts_entries_bytes_and_space_with_replication(ifs: Client) -> None:
     await ifs.mkdir("/s")
     await ifs.mkdir("/s/d")

@@ -308,16 +308,18 @@ class Summarize(_message.Message):
     def __init__(self, path: _Optional[bytes] = ...) -> None: ...
 
 class Walk(_message.Message):
-    __slots__ = ("path", "after", "limit", "depth")
+    __slots__ = ("path", "after", "limit", "depth", "dir")
     PATH_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     after: bytes
     limit: int
     depth: int
-    def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., depth: _Optional[int] = ...) -> None: ...
+    dir: int
+    def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., depth: _Optional[int] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class ReportCorrupt(_message.Message):
     __slots__ = ("datanode_id", "block_start", "block_count", "reason")
