@@ -24,6 +24,7 @@ from plasmafs.client.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from plasmafs.client.leases import SessionRequests
 from plasmafs.client.paths import Where
 from plasmafs.client.proto import namenode_pb2 as pb
 from plasmafs.client.transaction import (
@@ -151,6 +152,11 @@ class Client:
     async def request_counts(self) -> dict[str, int]:
         """How many requests of each operation the namenode has served (all clients)."""
         return dict((await (await self.connection()).ping()).requests)
+
+    async def session_requests(self) -> SessionRequests:
+        """Inode reservations and directory leases of the current connection's session
+        (they end with it: a reconnect starts a new session)."""
+        return SessionRequests(await self.connection())
 
     async def begin(self, *, lock_wait: float = 0.0) -> Transaction:
         """A new transaction; end it with commit() or abort()."""

@@ -380,13 +380,17 @@ class Transaction(Reads):
         q.ino, q.data = ino, bytes(data)
         return self._attr(future)
 
-    def mkdir(self, path: Where, mode: int = 0o755) -> Awaitable[Attr]:
-        """Create a directory."""
+    def mkdir(
+        self, path: Where, mode: int = 0o755, *, ino: int = 0, lease: bool = False
+    ) -> Awaitable[Attr]:
+        """Create a directory; `ino`: an inode number the connection reserved for it;
+        `lease`: the connection's session leases it (see `SessionRequests`)."""
         raw, directory = paths.wire_place(path)
         _u32(mode=mode)
+        _u64(ino=ino)
         request, future = self._new()
         q = request.mkdir
-        q.path, q.dir, q.mode = raw, directory, mode
+        q.path, q.dir, q.mode, q.ino, q.lease = raw, directory, mode, ino, lease
         return self._attr(future)
 
     async def makedirs(self, path: str, mode: int = 0o755) -> Attr:
@@ -409,15 +413,23 @@ class Transaction(Reads):
         return attr
 
     def create(
-        self, path: Where, mode: int = 0o644, *, replication: int = 0, blocksize: int = 0
+        self,
+        path: Where,
+        mode: int = 0o644,
+        *,
+        replication: int = 0,
+        blocksize: int = 0,
+        ino: int = 0,
     ) -> Awaitable[Attr]:
-        """Create an empty file (ExistsError if the name is taken); 0 means the default."""
+        """Create an empty file (ExistsError if the name is taken); 0 means the default;
+        `ino`: an inode number the connection reserved for it."""
         raw, directory = paths.wire_place(path)
         _u32(mode=mode, replication=replication, blocksize=blocksize)
+        _u64(ino=ino)
         request, future = self._new()
         q = request.create
         q.path, q.dir, q.mode = raw, directory, mode
-        q.replication, q.blocksize = replication, blocksize
+        q.replication, q.blocksize, q.ino = replication, blocksize, ino
         return self._attr(future)
 
     def symlink(self, path: Where, target: str) -> Awaitable[Attr]:

@@ -43,6 +43,7 @@ from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.leadership import Leadership
+from plasmafs.namenode.leases import LeaseTable
 from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
 from plasmafs.namenode.permissions import (
@@ -102,13 +103,15 @@ class Namespace:
         leadership: Leadership,
         commit_lanes: int = 1,
         inline_limit: int = 0,
+        lease_recall_timeout: float = 10.0,
     ) -> None:
         self.store = store
         self.cache = cache
         self.data = data
         self.leadership = leadership
         self.reader = CoalescingReader(store, cache, read_concurrency)
-        self.view = View(store, cache, self.reader)
+        self.leases = LeaseTable(lease_recall_timeout)
+        self.view = View(store, cache, self.reader, self.leases)
         self.subtrees = Subtrees(TreeStore(store), self.view)
         self.locks = LockManager()
         self.committer = Committer(
@@ -248,6 +251,7 @@ class Namespace:
         check_create(t.who, a.mode, a.uid, a.gid, what)
         await self._lock(t, ("i", parent.ino), False)
         await self._lock(t, ("e", parent.ino, where.parts[-1]), True)
+        await self.leases.admit(parent.ino)
         fresh = await self.view.inode(t, parent.ino)
         if fresh is None:
             raise NotFoundError(f"directory {where.parent_shown} was removed")
@@ -256,6 +260,7 @@ class Namespace:
         return fresh
 
     async def _has_children(self, txn: Txn, ino: int) -> bool:
+        await self.leases.admit(ino)
         changed = txn.cs.children.get(ino, set())
         gone = {n for n in changed if txn.cs.entries[(ino, n)] is None}
         if len(gone) != len(changed):
@@ -324,6 +329,7 @@ class Namespace:
             raise NotDirectoryError(f"not a directory: {where.shown}")
         a = directory.attr
         check_access(who, a.mode, a.uid, a.gid, R | X if plus else R, where.shown)
+        await self.leases.admit(directory.ino)
         limit = max(1, min(limit or max_limit, max_limit))
         return await list_page(
             self.store,
@@ -434,17 +440,26 @@ class Namespace:
 
     # --- changes -------------------------------------------------------------------------
 
-    async def mkdir(self, txn: Txn | None, where: Place, mode: int) -> Attr:
-        """Create a directory."""
+    async def mkdir(
+        self, txn: Txn | None, where: Place, mode: int, *, ino: int = 0, lease: bool = False
+    ) -> Attr:
+        """Create a directory (with inode number `ino` if nonzero: one the caller
+        reserved; leased to the caller's session if `lease`)."""
         t = self._writable(txn)
         _new_name(where, ExistsError("/ exists"))
         check_mode(mode)
         parent, name = await self._free_name(t, where)
-        ino = await self._new_ino()
+        ino = ino or await self._new_ino()
         attr = self._new_attr(t.who, parent, FileKind.DIRECTORY, ino, mode, nlink=2)
         self._link_new(t, parent, name, Inode(attr), nlink_delta=+1)
         t.cs.dir_parents[attr.ino] = parent.ino
+        if lease:
+            self.leases.take(attr.ino)
         return attr
+
+    async def reserve_inodes(self, count: int) -> list[int]:
+        """`count` new inode numbers, for a client to give the files it creates."""
+        return [await self._new_ino() for _ in range(count)]
 
     async def create(
         self,
@@ -453,8 +468,11 @@ class Namespace:
         mode: int,
         replication: int,
         blocksize: int,
+        *,
+        ino: int = 0,
     ) -> Attr:
-        """Create an empty file; EEXIST if the name is taken."""
+        """Create an empty file (with inode number `ino` if nonzero: one the caller
+        reserved); EEXIST if the name is taken."""
         t = self._writable(txn)
         _new_name(where, IsDirectoryError("/ is a directory"))
         check_mode(mode)
@@ -465,7 +483,7 @@ class Namespace:
                 f"blocksize {blocksize} differs from the cluster's {self.default_blocksize}"
             )
         parent, name = await self._free_name(t, where)
-        ino = await self._new_ino()
+        ino = ino or await self._new_ino()
         attr = self._new_attr(t.who, parent, FileKind.FILE, ino, mode, replication=replication)
         self._link_new(t, parent, name, Inode(attr))
         return attr
@@ -548,6 +566,7 @@ class Namespace:
             raise NotDirectoryError(f"{where.shown} is not a directory")
         if await self._has_children(t, victim.ino):
             raise NotEmptyError(f"{where.shown} is not empty")
+        self.leases.forget(victim.ino)
         t.cs.set_entry(parent.ino, name, None)
         t.cs.delete_inode(victim.ino, victim.kind)
         t.cs.touch(parent.ino, time.time_ns(), -1)
@@ -710,6 +729,7 @@ class Namespace:
             check_replication(replication)
         asked = _Asked(mode, uid, gid, mtime_ns, mtime_now, size, replication)
         self._check_setattr(t, target.attr, asked, what)
+        await self.leases.admit(target.ino)
         await self._lock(t, ("i", target.ino), True)
         current = await self.view.inode(t, target.ino)
         if current is None:

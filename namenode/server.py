@@ -180,6 +180,7 @@ async def open_namespace(
         max_group=settings.max_group,
         commit_lanes=settings.commit_lanes,
         inline_limit=settings.inline_limit,
+        lease_recall_timeout=settings.lease_recall_timeout,
         read_concurrency=settings.read_pool_size,
         data=data,
         leadership=leadership,

@@ -27,6 +27,7 @@ from plasmafs.client.errors import (
     TransactionError,
 )
 from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.namenode import leases
 from plasmafs.namenode.eager import start_eagerly
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
@@ -75,6 +76,7 @@ class Session:
         self._inflight = 0
         self._room = asyncio.Event()
         self._room.set()
+        self.reserved: set[int] = set()  # inode numbers given out for creates to come
 
     def cut(self, reason: PlasmaError) -> None:
         """End the stream with `reason` (the user may no longer use it): running
@@ -89,6 +91,8 @@ class Session:
     ) -> None:
         """Serve the stream until the client closes it or goes away, or raise the
         PlasmaError it was cut with."""
+        # Every request task starts from this context: leases know whose request it is.
+        leases.serving.set(self)
         reader = asyncio.create_task(self._read(frames))
         try:
             while True:
@@ -117,6 +121,7 @@ class Session:
             for entry in self.txns.values():
                 self.ns.abort(entry.txn, "the client connection closed")
             self.txns.clear()
+            self.ns.leases.end_session(self)
 
     async def _read(self, frames: AsyncIterator[pb.ClientFrame]) -> None:
         try:
@@ -170,10 +175,12 @@ class Session:
             return
         assert handler is not None
         if request.txn == 0:
-            if op not in READ_ONLY:
+            if op not in READ_ONLY and op not in SESSION_OPS:
                 raise TransactionError(f"{op} needs a transaction")
             await handler(self, None, request, response)
             return
+        if op in SESSION_OPS:
+            raise TransactionError(f"{op} is sent outside transactions")
         entry = self.txns.get(request.txn)
         if entry is None:
             raise TransactionError(f"no open transaction {request.txn}")
@@ -262,13 +269,57 @@ async def _readdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
 
 async def _mkdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.mkdir
-    (await s.ns.mkdir(t, Place.of(q.path, q.dir), q.mode)).to_wire(out.attr)
+    where, ino = Place.of(q.path, q.dir), _reserved(s, q.ino)
+    (await s.ns.mkdir(t, where, q.mode, ino=ino, lease=q.lease)).to_wire(out.attr)
 
 
 async def _create(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.create
-    attr = await s.ns.create(t, Place.of(q.path, q.dir), q.mode, q.replication, q.blocksize)
+    where, ino = Place.of(q.path, q.dir), _reserved(s, q.ino)
+    attr = await s.ns.create(t, where, q.mode, q.replication, q.blocksize, ino=ino)
     attr.to_wire(out.attr)
+
+
+def _reserved(s: Session, ino: int) -> int:
+    """`ino` (0: the namenode chooses) once checked to be one this session reserved
+    and has not used; it is used from now on, whatever becomes of the request."""
+    if ino == 0:
+        return 0
+    if ino not in s.reserved:
+        raise InvalidArgumentError(f"inode number {ino} was not reserved by this session")
+    s.reserved.discard(ino)
+    return ino
+
+
+MAX_RESERVE = 65536
+
+
+async def _reserve_inodes(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    count = r.reserve_inodes.count
+    if not 0 < count <= MAX_RESERVE:
+        raise InvalidArgumentError(f"reserve 1 to {MAX_RESERVE} inode numbers, not {count}")
+    if len(s.reserved) + count > s.settings.max_transactions_per_session:
+        raise BusyError(f"this connection holds {len(s.reserved)} unused inode numbers")
+    inos = await s.ns.reserve_inodes(count)
+    s.reserved.update(inos)
+    out.inodes.inos.extend(inos)
+    out.inodes.SetInParent()
+
+
+async def _release_leases(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    s.ns.leases.release(list(r.release_leases.dirs))
+    out.done.SetInParent()
+
+
+MAX_NEWS_WAIT_MS = 60_000
+
+
+async def _lease_news(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    wait = min(r.lease_news.wait_ms, MAX_NEWS_WAIT_MS) / 1000.0
+    recalled, revoked = await s.ns.leases.news(wait)
+    out.lease_news.recalled.extend(recalled)
+    out.lease_news.revoked.extend(revoked)
+    out.lease_news.SetInParent()
 
 
 async def _unlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
@@ -445,7 +496,12 @@ HANDLERS: dict[str, Handler] = {
     "report_corrupt": _report_corrupt,
     "summarize": _summarize,
     "walk": _walk,
+    "reserve_inodes": _reserve_inodes,
+    "release_leases": _release_leases,
+    "lease_news": _lease_news,
 }
+# Requests about the session itself: never inside a transaction.
+SESSION_OPS = frozenset(["reserve_inodes", "release_leases", "lease_news"])
 READ_ONLY = frozenset(
     [
         "lookup",

@@ -79,6 +79,13 @@ class NamenodeSettings(DaemonSettings):
     max_transactions_per_session: int = Field(default=100_000, ge=1)
     max_inflight_per_session: int = Field(default=8192, ge=1)
     max_readdir_page: int = Field(default=4096, ge=1, le=65536)
+    lease_recall_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="seconds a session waits for the holder of a directory lease to "
+        "release it before the lease is taken away",
+    )
     grace_seconds: float = Field(default=5.0, ge=0)
     log_level: str = Field(default="INFO")
 

@@ -79,6 +79,7 @@ class Subtrees:
 
     async def summarize(self, who: Caller, where: Place) -> Summary:
         """The totals of the subtree at `where` (a symbolic link at its end followed)."""
+        await self.view.leases.admit_all()
         root = await self.view.resolve_place(who, None, where, follow_last=True)
         totals = Summary()
         if root.kind is FileKind.FILE:
@@ -114,6 +115,7 @@ class Subtrees:
         """Up to `limit` entries of the subtree at `where` following the entry at
         relative path `after` (names; empty: from the root itself), and whether more
         may follow; `depth` N > 0: only entries at most N levels below the root."""
+        await self.view.leases.admit_all()
         root = Listed.of(await self.view.resolve_place(who, None, where, follow_last=True))
         enterable = _enterable(who, root)
         items: list[WalkItem] = []

@@ -19,6 +19,7 @@ from plasmafs.client.errors import (
     StorageError,
 )
 from plasmafs.namenode.cache import MISSING, NamespaceCache
+from plasmafs.namenode.leases import LeaseTable
 from plasmafs.namenode.permissions import Caller, X, check_access, check_search, may
 from plasmafs.namenode.place import Place
 from plasmafs.namenode.reader import CoalescingReader
@@ -34,8 +35,11 @@ SEARCHABLE_LIMIT = 100_000  # (directory, caller ids) pairs known searchable, at
 class View:
     """Inodes, entries and parents as a transaction sees them."""
 
-    def __init__(self, store: Store, cache: NamespaceCache, reader: CoalescingReader) -> None:
+    def __init__(
+        self, store: Store, cache: NamespaceCache, reader: CoalescingReader, leases: LeaseTable
+    ) -> None:
         self.store = store
+        self.leases = leases
         self.cache = cache
         self.reader = reader
         # caller's (uid, gid, groups) -> directories it may search, with all above them
@@ -83,7 +87,10 @@ class View:
         return await self.committed_inode(ino)
 
     async def entry(self, txn: Txn | None, parent: int, name: str) -> int | None:
-        """The inode number entry `name` of `parent` names for the transaction."""
+        """The inode number entry `name` of `parent` names for the transaction (once
+        no other session holds a lease on `parent`)."""
+        if self.leases:  # (skips a coroutine per lookup while nobody holds a lease)
+            await self.leases.admit(parent)
         if txn is not None:
             key = (parent, name)
             entries = txn.cs.entries

@@ -176,28 +176,34 @@ class ReadDir(_message.Message):
     def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., plus: _Optional[bool] = ...) -> None: ...
 
 class MkDir(_message.Message):
-    __slots__ = ("path", "mode", "dir")
+    __slots__ = ("path", "mode", "dir", "ino", "lease")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     mode: int
     dir: int
-    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., dir: _Optional[int] = ...) -> None: ...
+    ino: int
+    lease: bool
+    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., dir: _Optional[int] = ..., ino: _Optional[int] = ..., lease: _Optional[bool] = ...) -> None: ...
 
 class Create(_message.Message):
-    __slots__ = ("path", "mode", "replication", "blocksize", "dir")
+    __slots__ = ("path", "mode", "replication", "blocksize", "dir", "ino")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     mode: int
     replication: int
     blocksize: int
     dir: int
-    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., dir: _Optional[int] = ...) -> None: ...
+    ino: int
+    def __init__(self, path: _Optional[bytes] = ..., mode: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., dir: _Optional[int] = ..., ino: _Optional[int] = ...) -> None: ...
 
 class Unlink(_message.Message):
     __slots__ = ("path", "dir")
@@ -333,8 +339,40 @@ class ReportCorrupt(_message.Message):
     reason: str
     def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class ReserveInodes(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class InodeNumbers(_message.Message):
+    __slots__ = ("inos",)
+    INOS_FIELD_NUMBER: _ClassVar[int]
+    inos: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, inos: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReleaseLeases(_message.Message):
+    __slots__ = ("dirs",)
+    DIRS_FIELD_NUMBER: _ClassVar[int]
+    dirs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, dirs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class LeaseNews(_message.Message):
+    __slots__ = ("wait_ms",)
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    wait_ms: int
+    def __init__(self, wait_ms: _Optional[int] = ...) -> None: ...
+
+class LeaseNewsReply(_message.Message):
+    __slots__ = ("recalled", "revoked")
+    RECALLED_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    recalled: _containers.RepeatedScalarFieldContainer[int]
+    revoked: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, recalled: _Optional[_Iterable[int]] = ..., revoked: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk")
+    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +397,9 @@ class Request(_message.Message):
     WRITE_INLINE_FIELD_NUMBER: _ClassVar[int]
     SUMMARIZE_FIELD_NUMBER: _ClassVar[int]
     WALK_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_INODES_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_LEASES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_NEWS_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     begin: Begin
@@ -383,7 +424,10 @@ class Request(_message.Message):
     write_inline: WriteInline
     summarize: Summarize
     walk: Walk
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ...) -> None: ...
+    reserve_inodes: ReserveInodes
+    release_leases: ReleaseLeases
+    lease_news: LeaseNews
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -549,7 +593,7 @@ class BlockList(_message.Message):
     def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page")
+    __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page", "inodes", "lease_news")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ATTR_FIELD_NUMBER: _ClassVar[int]
@@ -560,6 +604,8 @@ class Response(_message.Message):
     BLOCK_LIST_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     WALK_PAGE_FIELD_NUMBER: _ClassVar[int]
+    INODES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_NEWS_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: Error
     attr: Attr
@@ -570,7 +616,9 @@ class Response(_message.Message):
     block_list: BlockList
     summary: Summary
     walk_page: WalkPage
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., dir_page: _Optional[_Union[DirPage, _Mapping]] = ..., target: _Optional[bytes] = ..., fsstat: _Optional[_Union[FsStatReply, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., block_list: _Optional[_Union[BlockList, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ..., walk_page: _Optional[_Union[WalkPage, _Mapping]] = ...) -> None: ...
+    inodes: InodeNumbers
+    lease_news: LeaseNewsReply
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., dir_page: _Optional[_Union[DirPage, _Mapping]] = ..., target: _Optional[bytes] = ..., fsstat: _Optional[_Union[FsStatReply, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., block_list: _Optional[_Union[BlockList, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ..., walk_page: _Optional[_Union[WalkPage, _Mapping]] = ..., inodes: _Optional[_Union[InodeNumbers, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNewsReply, _Mapping]] = ...) -> None: ...
 
 class ClientFrame(_message.Message):
     __slots__ = ("requests",)
