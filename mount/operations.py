@@ -24,8 +24,10 @@ from plasmafs.client.attributes import Attr, DirEntry
 from plasmafs.client.errors import NotFoundError
 from plasmafs.mount.entries import absent, entry, fuse_error
 from plasmafs.mount.handles import OpenFile
+from plasmafs.mount.newfile import NewFile
 from plasmafs.mount.options import MountOptions
 from plasmafs.mount.readahead import ReadAhead
+from plasmafs.mount.writebehind import WriteBehind
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +80,13 @@ class PlasmaOperations(pyfuse3.Operations):
         super().__init__()
         self.fs = fs
         self.options = options
-        self._handles: dict[int, OpenFile] = {}
+        self._handles: dict[int, OpenFile | NewFile] = {}
         self._listings: dict[int, _Listing] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
+        self.behind = WriteBehind(fs, options.replication) if options.write_behind else None
+        if self.behind is not None:
+            self.behind.before_release = self._before_release
 
     # --- names and attributes -------------------------------------------------------------
 
@@ -91,6 +96,14 @@ class PlasmaOperations(pyfuse3.Operations):
         """The entry `name` of a directory."""
         if len(name) > MAX_NAME:
             raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
+        leased = self.behind.leased(parent_inode) if self.behind else None
+        if leased is not None:  # this mount knows every entry
+            mine = leased.entries.get(_name(name))
+            if mine is not None:
+                return self._entry(mine)
+            if self.options.negative_timeout > 0:
+                return absent(self.options)
+            raise pyfuse3.FUSEError(errno.ENOENT)
         known = self.readahead.entry(parent_inode, _name(name))
         if known is not None:
             return self._entry(known)
@@ -107,7 +120,7 @@ class PlasmaOperations(pyfuse3.Operations):
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """The attributes of an inode (of an open file removed meanwhile: as last known,
         with no links left)."""
-        known = self.readahead.attr(inode)
+        known = (self.behind.attr(inode) if self.behind else None) or self.readahead.attr(inode)
         if known is not None:
             return self._entry(known)
         try:
@@ -129,7 +142,7 @@ class PlasmaOperations(pyfuse3.Operations):
             attr = replace(attr, size=writing.size)
         return entry(attr, self.options)
 
-    def _writing(self, inode: int) -> OpenFile | None:
+    def _writing(self, inode: int) -> OpenFile | NewFile | None:
         """The open file of `inode` with uncommitted writes, if there is one."""
         for handle in self._handles.values():
             if handle.ino == inode and handle.writing:
@@ -161,7 +174,9 @@ class PlasmaOperations(pyfuse3.Operations):
             changes["gid"] = attr.st_gid
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
+        await self._settle(inode)
         writing = self._writing(inode)
+        assert not isinstance(writing, NewFile)
         if writing is None:
             if fields.update_size:
                 changes["size"] = attr.st_size
@@ -174,6 +189,8 @@ class PlasmaOperations(pyfuse3.Operations):
         for handle in self._handles.values():
             if handle.ino == inode:
                 handle.attr = new
+        if self.behind is not None:
+            self.behind.update(new)
         return self._entry(new)
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -187,15 +204,21 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new directory."""
         self._check_writable()
-        attr = await self._changed(self.fs.mkdir(At(parent_inode, _name(name)), stat.S_IMODE(mode)))
-        return entry(attr, self.options)
+        if self.behind is not None:
+            made = self.behind.mkdir(parent_inode, _name(name), stat.S_IMODE(mode))
+        else:
+            made = self.fs.mkdir(At(parent_inode, _name(name)), stat.S_IMODE(mode))
+        return entry(await self._changed(made), self.options)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         """A new symbolic link."""
         self._check_writable()
+        await self._before_namenode_change()
         attr = await self._changed(self.fs.symlink(At(parent_inode, _name(name)), _name(target)))
+        if self.behind is not None:
+            self.behind.known(parent_inode, _name(name), attr)
         return entry(attr, self.options)
 
     async def mknod(
@@ -205,7 +228,10 @@ class PlasmaOperations(pyfuse3.Operations):
         if not stat.S_ISREG(mode):
             raise pyfuse3.FUSEError(errno.EPERM)
         self._check_writable()
+        await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
+        if self.behind is not None:
+            self.behind.known(parent_inode, _name(name), attr)
         return entry(attr, self.options)
 
     async def link(
@@ -217,12 +243,33 @@ class PlasmaOperations(pyfuse3.Operations):
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove a file or symbolic link."""
         self._check_writable()
-        await self._changed(self.fs.unlink(At(parent_inode, _name(name))))
+        await self._remove(parent_inode, _name(name), directory=False)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove an empty directory."""
         self._check_writable()
-        await self._changed(self.fs.rmdir(At(parent_inode, _name(name))))
+        await self._remove(parent_inode, _name(name), directory=True)
+
+    async def _remove(self, parent: int, name: str, *, directory: bool) -> None:
+        behind = self.behind
+        if behind is not None and behind.removable_here(parent, name):
+            gone = behind.dirs[parent].entries.get(name)
+            await self._changed(behind.remove(parent, name, directory_wanted=directory))
+            for handle in self._handles.values():
+                if isinstance(handle, NewFile) and gone is not None and handle.ino == gone.ino:
+                    handle.removed = True
+            return
+        await self._before_namenode_change()
+        where = At(parent, name)
+        await self._changed(self.fs.rmdir(where) if directory else self.fs.unlink(where))
+        if behind is not None:
+            behind.forget_entry(parent, name)
+
+    async def _before_namenode_change(self) -> None:
+        """Send what is queued: a change the namenode makes now comes after it (an
+        rmdir must see the queued entries, a rename the queued directory...)."""
+        if self.behind is not None and self.behind.queued:
+            await answer(self.behind.send())
 
     async def rename(
         self,
@@ -239,7 +286,14 @@ class PlasmaOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EINVAL)
         src, dst = At(parent_inode_old, _name(name_old)), At(parent_inode_new, _name(name_new))
         noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+        behind = self.behind
+        if behind is None:
+            await self._changed(self.fs.rename(src, dst, replace=not noreplace))
+            return
+        # Renames go to the namenode; the directories' tables go with their leases.
+        await answer(behind.send())
         await self._changed(self.fs.rename(src, dst, replace=not noreplace))
+        await answer(behind.release([parent_inode_old, parent_inode_new]))
 
     # --- directories ----------------------------------------------------------------------
 
@@ -273,7 +327,13 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def _fetch(self, listing: _Listing) -> None:
         """The next page of entries after the last one the kernel took (all of them
-        at once if read ahead)."""
+        at once if this mount leases the directory or read it ahead)."""
+        behind = self.behind
+        leased = behind.leased(listing.ino) if behind is not None else None
+        if behind is not None and leased is not None:
+            listing.pending.extend(behind.listing(leased)[len(listing.names) :])
+            listing.exhausted = True
+            return
         if not listing.names:
             whole = await self.readahead.listing(listing.ino)
             if whole is not None:
@@ -294,7 +354,18 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         """Every change acknowledged so far becomes durable."""
+        await self._send_queue()
         await answer(self.fs.sync())
+
+    async def _send_queue(self) -> None:
+        """Send what the write-behind queued, or report (once) a send that failed."""
+        if self.behind is None:
+            return
+        await answer(self.behind.send())
+        failed = self.behind.failure()
+        if failed is not None:
+            log.warning("reporting a failed write-behind send: %s", failed)
+            raise pyfuse3.FUSEError(errno.EIO)
 
     # --- files ----------------------------------------------------------------------------
 
@@ -306,9 +377,19 @@ class PlasmaOperations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        """A new file, open."""
+        """A new file, open (in a directory this mount leases: queued, its content kept
+        until close while it is small)."""
         self._check_writable()
+        leased = self.behind.leased(parent_inode) if self.behind else None
+        if leased is not None and leased.writable:
+            assert self.behind is not None
+            attr = await self._changed(self.behind.create(parent_inode, _name(name), mode))
+            limit = (await answer(self.fs.connection())).inline_limit
+            return self._opened(NewFile(attr, limit)), entry(attr, self.options)
+        await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
+        if self.behind is not None:
+            self.behind.known(parent_inode, _name(name), attr)
         handle = OpenFile(self.fs, attr, writable=_writes(flags))
         return self._opened(handle), entry(attr, self.options)
 
@@ -321,13 +402,15 @@ class PlasmaOperations(pyfuse3.Operations):
         writes = _writes(flags)
         if writes:
             self._check_writable()
+        if self.behind is not None and inode in self.behind.unsent:
+            await answer(self.behind.send())
         if flags & os.O_ACCMODE == os.O_WRONLY:
             handle = OpenFile(self.fs, await answer(self.fs.getattr(inode)), writable=True)
         else:  # the block list now: what was committed before this open, even if removed
             handle = await answer(OpenFile.for_reading(self.fs, inode, writable=writes))
         return self._opened(handle)
 
-    def _opened(self, handle: OpenFile) -> pyfuse3.FileInfo:
+    def _opened(self, handle: OpenFile | NewFile) -> pyfuse3.FileInfo:
         number = next(self._numbers)
         self._handles[number] = handle
         # Close-to-open: drop cached pages of an earlier version on every open.
@@ -335,31 +418,88 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         """Bytes of an open file."""
-        return await answer(self._handles[fh].read(off, size))
+        handle = self._handles[fh]
+        if isinstance(handle, NewFile):
+            return handle.read(off, size)
+        return await answer(handle.read(off, size))
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Bytes into an open file."""
         self.readahead.forget()
-        return await answer(self._handles[fh].write(off, buf))
+        handle = self._handles[fh]
+        if isinstance(handle, NewFile):
+            if handle.fits(off, len(buf)):
+                return handle.write(off, buf)
+            handle = await self._materialize(fh, handle)
+        return await answer(handle.write(off, buf))
+
+    async def _materialize(self, fh: int, new: NewFile) -> OpenFile:
+        """Turn a new file kept in memory into an ordinary open file: the queue is sent
+        (the file exists on the namenode then), and what was written is written again
+        from offset 0, so that the rest streams to the datanodes."""
+        assert self.behind is not None
+        if new.dirty and not new.data:
+            await answer(self.behind.content(new.ino, b""))  # a truncation to nothing
+        await self._send_queue()
+        attr = self.behind.attr(new.ino) or new.attr
+        handle = OpenFile(self.fs, replace(attr, size=0) if new.data else attr, writable=True)
+        self._handles[fh] = handle
+        if new.data:
+            await answer(handle.write(0, bytes(new.data)))
+        return handle
+
+    async def _before_release(self, inodes: set[int]) -> None:
+        """Files kept in memory in directories about to be released become ordinary
+        open files (once released, nothing is queued for them)."""
+        for fh, handle in list(self._handles.items()):
+            if isinstance(handle, NewFile) and handle.ino in inodes:
+                await self._materialize(fh, handle)
+
+    async def _settle(self, inode: int) -> None:
+        """Every handle of `inode` kept in memory becomes an ordinary one, and the
+        queue is sent (before a change the namenode makes to the inode)."""
+        for fh, handle in list(self._handles.items()):
+            if isinstance(handle, NewFile) and handle.ino == inode:
+                await self._materialize(fh, handle)
+        await self._before_namenode_change()
 
     async def flush(self, fh: int) -> None:
         """close(2): what was written becomes visible (and durable within about a
-        second, at once with -o sync)."""
+        second, at once with -o sync; in a leased directory: queued, for others once
+        sent or recalled)."""
         await self._commit(self._handles[fh])
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         """fsync(2): the file's content committed, and every change acknowledged so far
         (the file's name among them) durable."""
         await self._commit(self._handles[fh])
+        await self._send_queue()
         if not self.options.sync:
             await answer(self.fs.sync())
 
-    async def _commit(self, handle: OpenFile) -> None:
+    async def _commit(self, handle: OpenFile | NewFile) -> None:
+        if isinstance(handle, NewFile):
+            if handle.dirty:
+                assert self.behind is not None
+                self.readahead.forget()
+                handle.dirty = False
+                queued = await answer(self.behind.content(handle.ino, bytes(handle.data)))
+                if queued is not None:
+                    handle.attr = queued
+                elif not handle.removed:  # its directory's table went with a lost session
+                    raise pyfuse3.FUSEError(errno.EIO)
+            return
         if not handle.writing:
             await answer(handle.commit())
             return
         self.readahead.forget()
         await self._changed(handle.commit())
+        self._committed(handle)
+
+    def _committed(self, handle: OpenFile) -> None:
+        """A leased directory's table takes the attributes a commit answered."""
+        if self.behind is not None:
+            self.behind.update(handle.attr)
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
@@ -367,7 +507,12 @@ class PlasmaOperations(pyfuse3.Operations):
         if handle is not None:
             writing = handle.writing
             try:
-                await handle.release()
+                if isinstance(handle, NewFile):
+                    await self._commit(handle)
+                else:
+                    await handle.release()
+                    if writing:
+                        self._committed(handle)
             except Exception as exc:  # nobody to tell but the log
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
             if writing:
@@ -393,8 +538,13 @@ class PlasmaOperations(pyfuse3.Operations):
         """Abort what open files wrote and did not commit (the mount is going away)."""
         await self.readahead.close()
         for handle in list(self._handles.values()):
-            await handle.abort()
+            if isinstance(handle, NewFile):
+                await self._commit(handle)
+            else:
+                await handle.abort()
         self._handles.clear()
+        if self.behind is not None:
+            await self.behind.close()
 
     async def _changed(self, work: Awaitable[T]) -> T:
         """`work`'s result (or its errno), with what was read ahead dropped once it

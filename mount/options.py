@@ -16,7 +16,9 @@ class MountOptions:
     negative_timeout: seconds the kernel may keep attributes, names and absent names;
     ro: refuse every change; allow_other: other local users may use the mount (as the
     mount's plasmafs user); sync: every change is durable when its call returns
-    (otherwise at fsync, or within about a second)."""
+    (otherwise at fsync, or within about a second); no_write_behind: directories the
+    mount makes are not leased, so every change goes to the namenode at once (see
+    mount/writebehind.py; sync and ro imply it)."""
 
     replication: int = 0
     attr_timeout: float = 1.0
@@ -25,6 +27,12 @@ class MountOptions:
     ro: bool = False
     allow_other: bool = False
     sync: bool = False
+    no_write_behind: bool = False
+
+    @property
+    def write_behind(self) -> bool:
+        """True if directories the mount makes are leased and changes queued in them."""
+        return not (self.no_write_behind or self.sync or self.ro)
 
     @classmethod
     def parse(cls, text: str) -> MountOptions:

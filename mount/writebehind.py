@@ -1,0 +1,435 @@
+"""Write-behind of small files and directories in directories the mount leases.
+
+Every directory the mount makes is leased to its namenode session from birth
+(`namenode/leases.py`): until the lease ends, nobody else reads or changes its
+entries, so the mount keeps them in a table and answers lookups, listings,
+attributes, creates, mkdirs, unlinks and rmdirs in it by itself, with inode numbers
+the session reserved. The changes queue here and go to the namenode in one relaxed
+transaction every FLUSH_INTERVAL (or sooner: a full queue, fsync, and any request
+that needs the namenode to know them first). Small files (up to the namenode's inline
+limit) are written at close into the queue as well; bigger ones, and every other
+change (rename, chmod, truncate, symlinks), send the queue first and then go to the
+namenode as before.
+
+Another client that needs a leased directory recalls it: the mount hears of it
+(`lease_news`), sends its queue, drops the table and releases the lease, so the
+other client then sees everything the mount did. A directory left idle for
+IDLE_RELEASE is released the same way.
+
+What a crash may lose: changes in leased directories from the last FLUSH_INTERVAL
+(and, as for every relaxed commit, the namenode's last second before its WAL flush),
+never half of a transaction; what fsync acknowledged is never lost. If the connection
+to the namenode is lost, the queue cannot be sent (its inode numbers and leases belong
+to the lost session): it is dropped, logged, and the next fsync reports EIO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import stat
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+import pyfuse3
+
+from plasmafs.client import At, Client
+from plasmafs.client.attributes import Attr, DirEntry, FileKind
+from plasmafs.client.connection import Connection
+from plasmafs.client.errors import ConnectionLostError, PlasmaError
+from plasmafs.client.leases import SessionRequests
+from plasmafs.client.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL = 0.1  # s between sends of the queue
+MAX_QUEUE = 4096  # changes queued at most; the next one waits for a send
+RESERVE_BATCH = 1024  # inode numbers reserved at a time
+IDLE_RELEASE = 30.0  # s without use after which a leased directory is released
+NEWS_WAIT = 1.0  # s one lease_news request waits
+
+
+@dataclass(slots=True)
+class _Change:
+    """One queued change: "mkdir", "create", "content", "unlink" or "rmdir"."""
+
+    kind: str
+    parent: int = 0
+    name: str = ""
+    ino: int = 0
+    mode: int = 0
+    data: bytes = b""
+
+
+@dataclass(slots=True)
+class LeasedDir:
+    """A directory this mount leases: its own attributes and every entry's."""
+
+    attr: Attr
+    entries: dict[str, Attr] = field(default_factory=dict)
+    used: float = field(default_factory=time.monotonic)
+
+    @property
+    def writable(self) -> bool:
+        """The owner may create and remove here (the mount made it, as its owner);
+        otherwise changes go to the namenode, which refuses them."""
+        return self.attr.mode & 0o300 == 0o300
+
+    def touched(self, nlink_delta: int = 0) -> None:
+        now = time.time_ns()
+        self.attr = replace(
+            self.attr, mtime_ns=now, ctime_ns=now, nlink=self.attr.nlink + nlink_delta
+        )
+        self.used = time.monotonic()
+
+
+class WriteBehind:
+    """The leased directories of one mount and its queue of changes."""
+
+    def __init__(self, fs: Client, replication: int) -> None:
+        self.fs = fs
+        self.replication = replication
+        self.dirs: dict[int, LeasedDir] = {}
+        self.located: dict[int, tuple[int, str]] = {}  # inode -> (leased dir, name)
+        self.unsent: set[int] = set()  # inodes whose creation or content is queued
+        self.flushes = 0
+        self._queue: list[_Change] = []
+        self._pool: list[int] = []
+        self._conn: Connection | None = None  # whose session the leases belong to
+        self._failure: PlasmaError | None = None
+        self._sending = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        # Called with the inodes of a directory about to be released, while its table
+        # still stands: files open in memory there become ordinary open files.
+        self.before_release: Callable[[set[int]], Awaitable[None]] | None = None
+
+    # --- what the mount asks ----------------------------------------------------------------
+
+    def leased(self, ino: int) -> LeasedDir | None:
+        """The table of directory `ino` if this mount leases it (and the session that
+        holds the lease is still the connection's)."""
+        if not self.dirs:
+            return None
+        if self._conn is None or self._conn.closed:
+            self._lost("the connection to the namenode was lost")
+            return None
+        directory = self.dirs.get(ino)
+        if directory is not None:
+            directory.used = time.monotonic()
+        return directory
+
+    def attr(self, ino: int) -> Attr | None:
+        """The attributes of `ino` if it is a leased directory or an entry of one."""
+        directory = self.leased(ino)
+        if directory is not None:
+            return directory.attr
+        where = self.located.get(ino)
+        if where is None:
+            return None
+        parent = self.leased(where[0])
+        return parent.entries.get(where[1]) if parent is not None else None
+
+    def listing(self, directory: LeasedDir) -> list[DirEntry]:
+        """Every entry of a leased directory, in name order."""
+        return [DirEntry(n, a.ino, a.kind, a) for n, a in sorted(directory.entries.items())]
+
+    async def mkdir(self, parent: int, name: str, mode: int) -> Attr:
+        """A new directory, leased: queued in a leased `parent`, else made now."""
+        mode = stat.S_IMODE(mode)
+        directory = self.leased(parent)
+        if directory is None or not directory.writable:
+            return await self._mkdir_now(parent, name, mode)
+        self._check_free(directory, name)
+        attr = self._new_attr(directory, FileKind.DIRECTORY, await self._take_ino(), mode)
+        await self._queued(_Change("mkdir", parent, name, attr.ino, mode))
+        self._add(parent, directory, name, attr)
+        directory.touched(+1)
+        self.dirs[attr.ino] = LeasedDir(attr)
+        return attr
+
+    async def create(self, parent: int, name: str, mode: int) -> Attr:
+        """A new empty file in leased directory `parent`, queued."""
+        mode = stat.S_IMODE(mode)
+        directory = self.dirs[parent]
+        self._check_free(directory, name)
+        attr = self._new_attr(directory, FileKind.FILE, await self._take_ino(), mode)
+        await self._queued(_Change("create", parent, name, attr.ino, mode))
+        self._add(parent, directory, name, attr)
+        directory.touched()
+        return attr
+
+    async def content(self, ino: int, data: bytes) -> Attr | None:
+        """The whole content of new file `ino`, queued; its new attributes (None if it
+        is not in a leased directory's table any more: removed, or the table dropped
+        with a lost session)."""
+        where = self.located.get(ino)
+        directory = self.leased(where[0]) if where is not None else None
+        if where is None or directory is None or where[1] not in directory.entries:
+            return None
+        now = time.time_ns()
+        attr = replace(directory.entries[where[1]], size=len(data), mtime_ns=now, ctime_ns=now)
+        await self._queued(_Change("content", ino=ino, data=data))
+        directory.entries[where[1]] = attr
+        return attr
+
+    async def remove(self, parent: int, name: str, *, directory_wanted: bool) -> None:
+        """unlink (or rmdir) `name` in leased directory `parent`, queued."""
+        directory = self.dirs[parent]
+        attr = directory.entries.get(name)
+        if attr is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if directory_wanted:
+            if attr.kind is not FileKind.DIRECTORY:
+                raise pyfuse3.FUSEError(errno.ENOTDIR)
+            child = self.dirs.get(attr.ino)
+            if child is None:
+                raise AssertionError("the caller sends rmdir of unleased directories")
+            if child.entries:
+                raise pyfuse3.FUSEError(errno.ENOTEMPTY)
+        elif attr.kind is FileKind.DIRECTORY:
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        await self._queued(_Change("rmdir" if directory_wanted else "unlink", parent, name))
+        del directory.entries[name]
+        self.located.pop(attr.ino, None)
+        if directory_wanted:
+            del self.dirs[attr.ino]  # the namenode ends its lease with it
+        directory.touched(-1 if directory_wanted else 0)
+
+    def removable_here(self, parent: int, name: str) -> bool:
+        """True if removing `name` from leased `parent` can be queued (a directory
+        only if leased too)."""
+        directory = self.dirs.get(parent)
+        if directory is None or not directory.writable:
+            return False
+        attr = directory.entries.get(name)
+        return attr is None or attr.kind is not FileKind.DIRECTORY or attr.ino in self.dirs
+
+    def update(self, attr: Attr) -> None:
+        """Attributes the namenode just answered for `attr.ino` replace the table's."""
+        if attr.ino in self.dirs:
+            self.dirs[attr.ino].attr = attr
+        where = self.located.get(attr.ino)
+        if where is not None and where[0] in self.dirs:
+            self.dirs[where[0]].entries[where[1]] = attr
+
+    def forget_entry(self, parent: int, name: str) -> None:
+        """`name` left leased `parent` through the namenode."""
+        directory = self.dirs.get(parent)
+        if directory is not None:
+            attr = directory.entries.pop(name, None)
+            if attr is not None:
+                self.located.pop(attr.ino, None)
+                self.dirs.pop(attr.ino, None)
+
+    def known(self, parent: int, name: str, attr: Attr) -> None:
+        """An entry made in leased `parent` through the namenode (a symlink, a rename)."""
+        directory = self.dirs.get(parent)
+        if directory is not None:
+            self._add(parent, directory, name, attr)
+
+    @property
+    def queued(self) -> int:
+        """Changes waiting to be sent."""
+        return len(self._queue)
+
+    def failure(self) -> PlasmaError | None:
+        """The error of a send that failed since the last call (reported by fsync)."""
+        failed, self._failure = self._failure, None
+        return failed
+
+    # --- sending -----------------------------------------------------------------------------
+
+    async def send(self) -> None:
+        """Send every queued change now, in one transaction, and wait for its commit."""
+        async with self._sending:
+            changes, self._queue = self._queue, []
+            if not changes:
+                return
+            self.flushes += 1
+            try:
+                t = await self.fs.begin()
+                answers = [self._request(t, c) for c in changes]
+                committed = t.commit(unless_failed=True)
+                results = await asyncio.gather(*answers, committed, return_exceptions=True)
+            except Exception as exc:
+                results = [exc]
+            for change in changes:
+                self.unsent.discard(change.ino)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                log.error("write-behind: %d queued changes were not applied: %s",
+                          len(changes), failed[0])  # fmt: skip
+                self._lost("a send failed")
+                self._failure = _as_plasma_error(failed[0])
+                return
+            for result in results:
+                if isinstance(result, Attr):
+                    self.update(result)
+
+    def _request(self, t: Transaction, c: _Change) -> Awaitable[object]:
+        if c.kind == "create":
+            return t.create(At(c.parent, c.name), c.mode, replication=self.replication, ino=c.ino)
+        if c.kind == "mkdir":
+            return t.mkdir(At(c.parent, c.name), c.mode, ino=c.ino, lease=True)
+        if c.kind == "content":
+            return t.write_inline(c.ino, c.data)
+        if c.kind == "unlink":
+            return t.unlink(At(c.parent, c.name))
+        return t.rmdir(At(c.parent, c.name))
+
+    async def release(self, dirs: list[int]) -> None:
+        """Send the queue, then let go of `dirs`: their tables go, the namenode answers."""
+        await self.send()
+        if self.before_release is not None:
+            inside = {i for i, (d, _) in self.located.items() if d in dirs}
+            await self.before_release(inside)
+        held = [d for d in dirs if self.dirs.pop(d, None) is not None]
+        self._forget_entries_of(set(held))
+        if held and self._conn is not None and not self._conn.closed:
+            try:
+                await SessionRequests(self._conn).release_leases(held)
+            except PlasmaError as exc:
+                log.info("releasing %d leases failed: %s", len(held), exc)
+
+    async def close(self) -> None:
+        """Send the queue and let go of every lease (the mount is going away)."""
+        self._closing = True
+        try:
+            await self.release(list(self.dirs))
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    # --- inside ------------------------------------------------------------------------------
+
+    async def _mkdir_now(self, parent: int, name: str, mode: int) -> Attr:
+        await self.send()  # the parent itself may be queued
+        conn = await self.fs.connection()
+        if self._conn is not conn:
+            self._adopt(conn)
+        t = await self.fs.begin()
+        made = t.mkdir(At(parent, name), mode, lease=True)
+        committed = asyncio.ensure_future(t.commit())
+        try:
+            attr = await made
+        except BaseException:
+            await asyncio.gather(committed, return_exceptions=True)
+            raise
+        await committed
+        parent_table = self.dirs.get(parent)
+        if parent_table is not None:
+            self._add(parent, parent_table, name, attr)
+            parent_table.touched(+1)
+        self.dirs[attr.ino] = LeasedDir(attr)
+        self._start()
+        return attr
+
+    def _adopt(self, conn: Connection) -> None:
+        """Leases and reservations from now on belong to `conn`'s session."""
+        if self.dirs or self._queue:
+            self._lost("the connection to the namenode changed")
+        self._conn = conn
+        self._pool.clear()
+
+    def _lost(self, why: str) -> None:
+        """Drop every table and the queue (the session that held them is gone, or a
+        send failed): from now on the namenode answers."""
+        if self._queue or self.dirs:
+            log.error("write-behind: %s; %d queued changes dropped, %d leased directories "
+                      "given up", why, len(self._queue), len(self.dirs))  # fmt: skip
+            if self._queue:
+                self._failure = ConnectionLostError(why)
+        self._queue.clear()
+        self.unsent.clear()
+        self.dirs.clear()
+        self.located.clear()
+
+    def _start(self) -> None:
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._sender()), loop.create_task(self._listener())]
+
+    async def _sender(self) -> None:
+        """Send the queue every FLUSH_INTERVAL; release directories left idle."""
+        while not self._closing:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            try:
+                if self._queue:
+                    await self.send()
+                now = time.monotonic()
+                idle = [i for i, d in self.dirs.items() if now - d.used > IDLE_RELEASE]
+                if idle:
+                    await self.release(idle)
+            except Exception:  # the loop must go on; send() logs what it dropped
+                log.exception("write-behind send failed")
+
+    async def _listener(self) -> None:
+        """Release what other clients recall; drop what the namenode took away."""
+        while not self._closing:
+            conn = self._conn
+            if not self.dirs or conn is None or conn.closed:
+                await asyncio.sleep(NEWS_WAIT)
+                continue
+            try:
+                recalled, revoked = await SessionRequests(conn).lease_news(NEWS_WAIT)
+            except PlasmaError as exc:
+                log.info("lease news failed: %s", exc)
+                await asyncio.sleep(NEWS_WAIT)
+                continue
+            if revoked:
+                log.warning("the namenode took away %d leases", len(revoked))
+                await self.release(revoked)
+            if recalled:
+                await self.release(recalled)
+
+    async def _take_ino(self) -> int:
+        if not self._pool:
+            assert self._conn is not None
+            self._pool = await SessionRequests(self._conn).reserve_inodes(RESERVE_BATCH)
+            self._pool.reverse()
+        return self._pool.pop()
+
+    async def _queued(self, change: _Change) -> None:
+        if len(self._queue) >= MAX_QUEUE:
+            await self.send()
+        self._queue.append(change)
+        if change.ino:
+            self.unsent.add(change.ino)
+
+    def _add(self, parent: int, directory: LeasedDir, name: str, attr: Attr) -> None:
+        directory.entries[name] = attr
+        self.located[attr.ino] = (parent, name)
+
+    def _forget_entries_of(self, dirs: set[int]) -> None:
+        for ino in [i for i, (d, _) in self.located.items() if d in dirs]:
+            del self.located[ino]
+
+    @staticmethod
+    def _check_free(directory: LeasedDir, name: str) -> None:
+        if name in directory.entries:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+
+    def _new_attr(self, directory: LeasedDir, kind: FileKind, ino: int, mode: int) -> Attr:
+        """What the namenode will make of it: owned as the directory the mount made,
+        with the mode asked (the kernel applied the umask)."""
+        d = directory.attr
+        now = time.time_ns()
+        is_dir = kind is FileKind.DIRECTORY
+        mode = mode | (d.mode & stat.S_ISGID if is_dir else 0)
+        return Attr(
+            ino, kind, mode, d.uid, d.gid, 0, now, now, 2 if is_dir else 1,
+            self.replication or d.replication, d.blocksize, 1,
+        )  # fmt: skip
+
+
+def _as_plasma_error(exc: BaseException) -> PlasmaError:
+    if isinstance(exc, PlasmaError):
+        return exc
+    return ConnectionLostError(f"write-behind send failed: {exc}")

@@ -1,0 +1,183 @@
+"""Write-behind in directories the mount leases (mount/writebehind.py), against a real
+cluster: small files cost no namenode round trip each; another client (the library or
+a second mount) that looks sees everything the mount did; fsync makes it durable; a
+killed mount loses at most what it had not sent, never part of a file; a namenode
+restart hands the directories back to the namenode."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plasmafs.client import Client, SyncClient
+from tests.conftest import DataCluster
+from tests.mounts import Mount, mounted, unmount
+
+
+@pytest.fixture
+def mount(inline_cluster: DataCluster, tmp_path: Path) -> Iterator[Mount]:
+    with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
+        yield m
+
+
+def _requests(address: str) -> dict[str, int]:
+    async def counts() -> dict[str, int]:
+        async with Client(address) as fs:
+            return await fs.request_counts()
+
+    return asyncio.run(counts())
+
+
+def _content(k: int) -> bytes:
+    return f"file {k}\n".encode() * (k % 7 + 1)
+
+
+def test_small_files_go_to_the_namenode_in_batches(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    (mount.path / "d").mkdir()
+    before = _requests(address)
+    for k in range(300):
+        (mount.path / "d" / f"f{k}").write_bytes(_content(k))
+    for k in range(0, 300, 3):
+        (mount.path / "d" / f"f{k}").unlink()
+    (mount.path / "d" / "sub").mkdir()
+    (mount.path / "d" / "sub" / "deep").write_bytes(b"deep")
+    made = _requests(address)
+    assert made.get("lookup", 0) - before.get("lookup", 0) == 0
+    assert made.get("commit", 0) - before.get("commit", 0) < 30  # not one per file
+    # The library waits for the mount to send it all, and sees every file whole.
+    with SyncClient(address) as fs:
+        names = sorted(e.name for e in fs.scandir("/d"))
+        kept = sorted(f"f{k}" for k in range(300) if k % 3)
+        assert names == sorted([*kept, "sub"])
+        for name in kept:
+            assert fs.read_file(f"/d/{name}") == _content(int(name[1:]))
+        assert fs.read_file("/d/sub/deep") == b"deep"
+        # Given back: the library's changes are the mount's to see.
+        fs.write_file("/d/from-library", b"library")
+        fs.unlink("/d/f1")
+    assert (mount.path / "d" / "from-library").read_bytes() == b"library"
+    assert not (mount.path / "d" / "f1").exists()
+    (mount.path / "d" / "after").write_bytes(b"after the recall")
+    with SyncClient(address) as fs:
+        assert fs.read_file("/d/after") == b"after the recall"
+
+
+def test_a_second_mount_sees_the_tree_the_first_one_built(
+    mount: Mount, inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    tree = mount.path / "tree"
+    for t in range(3):
+        for k in range(20):
+            (tree / f"top{t}").mkdir(parents=True, exist_ok=True)
+            (tree / f"top{t}" / f"f{k}").write_bytes(_content(k))
+    big = os.urandom(300_000)  # past the inline limit: streamed to the datanodes
+    (tree / "top0" / "big").write_bytes(big)
+    with mounted(inline_cluster.namenode.address, tmp_path / "second") as other:
+        seen = {
+            str(Path(d).relative_to(other.path) / f): (Path(d) / f).read_bytes()
+            for d, _, files in os.walk(other.path / "tree")
+            for f in files
+        }
+        assert len(seen) == 61 and seen["tree/top0/big"] == big
+        assert seen["tree/top2/f5"] == _content(5)
+        (other.path / "tree" / "top1" / "from-second").write_bytes(b"second")
+        assert (tree / "top1" / "from-second").read_bytes() == b"second"
+    subprocess_free_rm(tree)
+    with SyncClient(inline_cluster.namenode.address) as fs:
+        assert list(fs.scandir("/")) == []
+
+
+def subprocess_free_rm(top: Path) -> None:
+    """rm -rf with system calls, bottom up."""
+    for d, dirs, files in os.walk(top, topdown=False):
+        for f in files:
+            os.unlink(Path(d) / f)
+        for sub in dirs:
+            os.rmdir(Path(d) / sub)
+    os.rmdir(top)
+
+
+def test_fsync_makes_it_durable_and_a_killed_mount_loses_no_part_of_a_file(
+    inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    address = inline_cluster.namenode.address
+    with mounted(address, tmp_path / "mnt") as m:
+        (m.path / "d").mkdir()
+        with open(m.path / "d" / "synced", "wb") as f:
+            f.write(b"fsynced content")
+            f.flush()
+            os.fsync(f.fileno())
+        for k in range(50):
+            (m.path / "d" / f"maybe{k}").write_bytes(_content(k))
+        os.kill(m.pid, signal.SIGKILL)
+        unmount(m.path, m.pid)
+    with SyncClient(address) as fs:
+        assert fs.read_file("/d/synced") == b"fsynced content"
+        for entry in fs.scandir("/d"):
+            if entry.name.startswith("maybe"):  # sent before the kill: whole
+                assert fs.read_file(f"/d/{entry.name}") == _content(int(entry.name[5:]))
+
+
+def test_a_namenode_restart_hands_leased_directories_back(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    (mount.path / "d").mkdir()
+    (mount.path / "d" / "x").write_bytes(b"x")
+    fd = os.open(mount.path / "d", os.O_RDONLY)
+    try:
+        os.fsync(fd)  # fsyncdir: sent and durable
+    finally:
+        os.close(fd)
+    inline_cluster.namenode.kill9()
+    inline_cluster.namenode.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            (mount.path / "d" / "y").write_bytes(b"y")
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert sorted(os.listdir(mount.path / "d")) == ["x", "y"]
+    with SyncClient(inline_cluster.namenode.address) as fs:
+        assert fs.read_file("/d/y") == b"y" and fs.read_file("/d/x") == b"x"
+
+
+def test_no_write_behind_sends_every_change_at_once(
+    inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    address = inline_cluster.namenode.address
+    with mounted(address, tmp_path / "mnt", "no_write_behind") as m:
+        (m.path / "d").mkdir()
+        before = _requests(address)
+        for k in range(10):
+            (m.path / "d" / f"f{k}").write_bytes(b"x")
+        after = _requests(address)
+    assert after["create"] - before.get("create", 0) == 10
+
+
+def test_a_file_open_when_its_directory_is_recalled_keeps_all_that_is_written(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    (mount.path / "d").mkdir()
+    fd = os.open(mount.path / "d" / "open", os.O_CREAT | os.O_WRONLY)
+    try:
+        os.write(fd, b"first part, ")
+        with SyncClient(address) as fs:  # recalls the lease while the file is open
+            assert [e.name for e in fs.scandir("/d")] == ["open"]
+        os.write(fd, b"second part")
+    finally:
+        os.close(fd)
+    with SyncClient(address) as fs:
+        assert fs.read_file("/d/open") == b"first part, second part"
+    assert (mount.path / "d" / "open").read_bytes() == b"first part, second part"
