@@ -50,6 +50,7 @@ MAX_QUEUE = 4096  # changes queued at most; the next one waits for a send
 RESERVE_BATCH = 1024  # inode numbers reserved at a time
 IDLE_RELEASE = 30.0  # s without use after which a leased directory is released
 NEWS_WAIT = 1.0  # s one lease_news request waits
+LOCK_WAIT = 5.0  # s a send waits for locks of the mount's other transactions
 
 
 @dataclass(slots=True)
@@ -103,6 +104,7 @@ class WriteBehind:
         self._sending = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._releasing: set[asyncio.Task[None]] = set()
         # Called with the inodes of a directory about to be released, while its table
         # still stands: files open in memory there become ordinary open files.
         self.before_release: Callable[[set[int]], Awaitable[None]] | None = None
@@ -250,25 +252,40 @@ class WriteBehind:
             if not changes:
                 return
             self.flushes += 1
-            try:
-                t = await self.fs.begin()
-                answers = [self._request(t, c) for c in changes]
-                committed = t.commit(unless_failed=True)
-                results = await asyncio.gather(*answers, committed, return_exceptions=True)
-            except Exception as exc:
-                results = [exc]
+            results = await self._transaction(changes)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed and not isinstance(failed[0], ConnectionLostError):
+                # One change the namenode refused must not take the others with it:
+                # each goes again on its own, in order.
+                log.warning("write-behind: a batch of %d failed (%s); sending one by one",
+                            len(changes), failed[0])  # fmt: skip
+                results, failed = [], []
+                for change in changes:
+                    single = await self._transaction([change])
+                    results += single
+                    failed += [r for r in single if isinstance(r, BaseException)]
             for change in changes:
                 self.unsent.discard(change.ino)
-            failed = [r for r in results if isinstance(r, BaseException)]
-            if failed:
-                log.error("write-behind: %d queued changes were not applied: %s",
-                          len(changes), failed[0])  # fmt: skip
-                self._lost("a send failed")
-                self._failure = _as_plasma_error(failed[0])
-                return
             for result in results:
                 if isinstance(result, Attr):
                     self.update(result)
+            if failed:
+                log.error("write-behind: %d of %d queued changes were not applied: %s",
+                          len(failed), len(changes), failed[0])  # fmt: skip
+                self._failure = _as_plasma_error(failed[0])
+                # The tables may no longer match the namenode: it answers from now on
+                # (the leases are released as others recall them).
+                self._lost("a send failed")
+
+    async def _transaction(self, changes: list[_Change]) -> list[object]:
+        """The answers of `changes` sent in one transaction, and of its commit."""
+        try:
+            t = await self.fs.begin(lock_wait=LOCK_WAIT)
+            answers = [self._request(t, c) for c in changes]
+            committed = t.commit(unless_failed=True)
+            return await asyncio.gather(*answers, committed, return_exceptions=True)
+        except Exception as exc:
+            return [exc]
 
     def _request(self, t: Transaction, c: _Change) -> Awaitable[object]:
         if c.kind == "create":
@@ -287,13 +304,15 @@ class WriteBehind:
         if self.before_release is not None:
             inside = {i for i, (d, _) in self.located.items() if d in dirs}
             await self.before_release(inside)
-        held = [d for d in dirs if self.dirs.pop(d, None) is not None]
-        self._forget_entries_of(set(held))
-        if held and self._conn is not None and not self._conn.closed:
+        for ino in dirs:
+            self.dirs.pop(ino, None)
+        self._forget_entries_of(set(dirs))
+        # Also those whose tables were dropped already: the namenode ignores the rest.
+        if dirs and self._conn is not None and not self._conn.closed:
             try:
-                await SessionRequests(self._conn).release_leases(held)
+                await SessionRequests(self._conn).release_leases(dirs)
             except PlasmaError as exc:
-                log.info("releasing %d leases failed: %s", len(held), exc)
+                log.info("releasing %d leases failed: %s", len(dirs), exc)
 
     async def close(self) -> None:
         """Send the queue and let go of every lease (the mount is going away)."""
@@ -346,10 +365,17 @@ class WriteBehind:
                       "given up", why, len(self._queue), len(self.dirs))  # fmt: skip
             if self._queue:
                 self._failure = ConnectionLostError(why)
+        abandoned = list(self.dirs)
         self._queue.clear()
         self.unsent.clear()
         self.dirs.clear()
         self.located.clear()
+        if abandoned and self._conn is not None and not self._conn.closed:
+            # Still this session's leases: let others in without a recall timeout.
+            release = SessionRequests(self._conn).release_leases(abandoned)
+            task = asyncio.get_running_loop().create_task(_quietly(release))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
 
     def _start(self) -> None:
         if not self._tasks:
@@ -427,6 +453,13 @@ class WriteBehind:
             ino, kind, mode, d.uid, d.gid, 0, now, now, 2 if is_dir else 1,
             self.replication or d.replication, d.blocksize, 1,
         )  # fmt: skip
+
+
+async def _quietly(release: Awaitable[None]) -> None:
+    try:
+        await release
+    except PlasmaError as exc:
+        log.info("releasing leases failed: %s", exc)
 
 
 def _as_plasma_error(exc: BaseException) -> PlasmaError:

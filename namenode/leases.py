@@ -20,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
+
+MAX_DEPTH = 4096  # directory levels followed up from a leased directory at most
 
 serving: contextvars.ContextVar[object | None] = contextvars.ContextVar(
     "pfs_lease_session", default=None
@@ -73,15 +76,19 @@ class LeaseTable:
             return
         await self._recall(owner, ino)
 
-    async def admit_all(self) -> None:
-        """Return once no other session leases any directory (for walks and summaries,
-        which read whole subtrees)."""
+    async def admit_below(
+        self, root: int, parent_of: Callable[[int], Awaitable[int | None]]
+    ) -> None:
+        """Return once no other session leases a directory in the subtree of `root`
+        (for walks and summaries); `parent_of` gives a directory's parent. Directories
+        made since are not waited for: a walk may or may not see what changes while it
+        runs."""
         me = serving.get()
-        while me is not None:
-            foreign = [(o, ino) for ino, o in self._owner.items() if o is not me]
-            if not foreign:
-                return
-            await asyncio.gather(*(self._recall(o, ino) for o, ino in foreign))
+        if me is None or not self._owner:
+            return
+        foreign = [(o, ino) for ino, o in list(self._owner.items()) if o is not me]
+        inside = [(o, ino) for o, ino in foreign if await _below(ino, root, parent_of)]
+        await asyncio.gather(*(self._recall(o, ino) for o, ino in inside))
 
     async def _recall(self, owner: object, ino: int) -> None:
         holder = self._holders[owner]
@@ -152,3 +159,15 @@ class LeaseTable:
             holder.dirs.discard(ino)
             holder.recalled.discard(ino)
         self._let_go.pop(ino).set()
+
+
+async def _below(ino: int, root: int, parent_of: Callable[[int], Awaitable[int | None]]) -> bool:
+    """True if directory `ino` is `root` or below it (False if it is not committed)."""
+    current: int | None = ino
+    for _ in range(MAX_DEPTH):
+        if current is None:
+            return False
+        if current == root:
+            return True
+        current = await parent_of(current)
+    return False

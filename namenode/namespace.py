@@ -249,9 +249,11 @@ class Namespace:
         what = where.shown
         a = parent.attr
         check_create(t.who, a.mode, a.uid, a.gid, what)
+        # A lease is waited for before any lock is taken: the holder's queued changes
+        # take locks in the directory as they are sent.
+        await self.leases.admit(parent.ino)
         await self._lock(t, ("i", parent.ino), False)
         await self._lock(t, ("e", parent.ino, where.parts[-1]), True)
-        await self.leases.admit(parent.ino)
         fresh = await self.view.inode(t, parent.ino)
         if fresh is None:
             raise NotFoundError(f"directory {where.parent_shown} was removed")
@@ -581,6 +583,7 @@ class Namespace:
         seen = await self.view.inode(t, ino)
         if seen is not None:
             self._check_remove(t.who, parent, seen, where)
+        await self.leases.admit(ino)  # a leased directory: its queued entries first
         await self._lock(t, ("i", ino), True)
         inode = await self.view.inode(t, ino)
         if inode is None:

@@ -79,8 +79,8 @@ class Subtrees:
 
     async def summarize(self, who: Caller, where: Place) -> Summary:
         """The totals of the subtree at `where` (a symbolic link at its end followed)."""
-        await self.view.leases.admit_all()
         root = await self.view.resolve_place(who, None, where, follow_last=True)
+        await self.view.leases.admit_below(root.ino, self.view.committed_parent)
         totals = Summary()
         if root.kind is FileKind.FILE:
             totals.files, totals.bytes, totals.space = 1, root.attr.size, _space(root)
@@ -115,8 +115,9 @@ class Subtrees:
         """Up to `limit` entries of the subtree at `where` following the entry at
         relative path `after` (names; empty: from the root itself), and whether more
         may follow; `depth` N > 0: only entries at most N levels below the root."""
-        await self.view.leases.admit_all()
-        root = Listed.of(await self.view.resolve_place(who, None, where, follow_last=True))
+        resolved = await self.view.resolve_place(who, None, where, follow_last=True)
+        await self.view.leases.admit_below(resolved.ino, self.view.committed_parent)
+        root = Listed.of(resolved)
         enterable = _enterable(who, root)
         items: list[WalkItem] = []
         if not after:

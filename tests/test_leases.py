@@ -189,3 +189,17 @@ async def test_lease_news_waits_then_answers_empty(holder: Client) -> None:
     assert time.monotonic() - started >= 0.25
     with pytest.raises(InvalidArgumentError):
         await session.lease_news(61)
+
+
+async def test_walks_and_summaries_wait_only_for_leases_below_them(
+    holder: Client, other: Client
+) -> None:
+    await holder.mkdir("/a")
+    await holder.mkdir("/b")
+    await other.write_file("/b/file", b"b")
+    await _leased_dir(holder, "/a/d")
+    started = time.monotonic()
+    assert [e.path async for e in other.walk("/b")] == ["", "file"]
+    assert (await other.summarize("/b")).files == 1
+    assert time.monotonic() - started < 1
+    assert await (await holder.session_requests()).lease_news(0) == ([], [])
