@@ -1,12 +1,14 @@
 """One client connection: its multiplexed request stream and its open transactions.
 
 Requests of different transactions run concurrently; requests of one transaction
-run in the order they arrived. Responses that are ready together leave in one
-frame. When the stream ends, for whatever reason, every open transaction of the
-connection is aborted. A client ends its side of the stream when it is done with the
-connection: requests still running then are cancelled, not answered, and the namenode
-ends the stream at once. The stream belongs to the user authenticated when it opened;
-it is cut when that user's credential is revoked or expires.
+run in the order they arrived, one after another in one task (a batch of them runs
+without a scheduling round between two, and their responses leave together).
+Responses that are ready together leave in one frame. When the stream ends, for
+whatever reason, every open transaction of the connection is aborted. A client ends
+its side of the stream when it is done with the connection: requests still running
+then are cancelled, not answered, and the namenode ends the stream at once. The
+stream belongs to the user authenticated when it opened; it is cut when that user's
+credential is revoked or expires.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
 
 from plasmafs.client.attributes import Extent
 from plasmafs.client.errors import (
@@ -42,12 +45,14 @@ from plasmafs.namenode.validation import check_walk_cursor
 log = logging.getLogger(__name__)
 
 Handler = Callable[["Session", Txn | None, pb.Request, pb.Response], Awaitable[None]]
+# Requests of one transaction run back to back; after this many the task lets the loop
+# serve other transactions (and send the responses so far).
+YIELD_EVERY = 64
 
 
 @dataclass(eq=False, slots=True)
 class _OpenTxn:
     txn: Txn
-    order: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Session:
@@ -70,6 +75,8 @@ class Session:
         self.counters = counters
         self.metrics = metrics
         self.txns: dict[int, _OpenTxn] = {}
+        # Requests of a transaction id waiting for those before them (one task each).
+        self._queues: dict[int, deque[pb.Request]] = {}
         self._out: list[pb.Response] = []
         self._out_ready = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -136,10 +143,36 @@ class Session:
 
     def _dispatch(self, request: pb.Request) -> None:
         self._inflight += 1
-        task = start_eagerly(self._handle(request))
+        if request.txn == 0:
+            self._start(self._handle(request))
+            return
+        queue = self._queues.get(request.txn)
+        if queue is not None:  # its task takes it after the ones before it
+            queue.append(request)
+            return
+        queue = self._queues[request.txn] = deque([request])
+        self._start(self._handle_in_order(request.txn, queue))
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = start_eagerly(work)
         if task is not None:
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
+
+    async def _handle_in_order(self, txn_id: int, queue: deque[pb.Request]) -> None:
+        """Handle the requests of transaction `txn_id` in arrival order, including
+        those that arrive meanwhile."""
+        try:
+            handled = 0
+            while queue:
+                await self._handle(queue[0])
+                queue.popleft()
+                handled += 1
+                if handled % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        finally:
+            if self._queues.get(txn_id) is queue:
+                del self._queues[txn_id]
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -184,15 +217,14 @@ class Session:
         entry = self.txns.get(request.txn)
         if entry is None:
             raise TransactionError(f"no open transaction {request.txn}")
-        async with entry.order:
-            try:
-                await handler(self, entry.txn, request, response)
-            except PlasmaError:
-                entry.txn.failed_ops += 1
-                raise
-            finally:
-                if op in ("commit", "abort"):
-                    self.txns.pop(request.txn, None)
+        try:
+            await handler(self, entry.txn, request, response)
+        except PlasmaError:
+            entry.txn.failed_ops += 1
+            raise
+        finally:
+            if op in ("commit", "abort"):
+                self.txns.pop(request.txn, None)
 
     def _begin(self, request: pb.Request) -> None:
         if request.txn == 0:

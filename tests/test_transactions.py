@@ -93,6 +93,27 @@ async def test_lock_wait_lets_the_later_writer_see_the_earlier_commit(fs: Client
     await t2.abort()
 
 
+async def test_pipelined_requests_of_a_transaction_run_in_order_while_others_go_on(
+    fs: Client,
+) -> None:
+    holder = await fs.begin()
+    await holder.create("/x")
+    waiter = await fs.begin(lock_wait=5.0)
+    # Sent together; the create inside /x needs the mkdir before it, which waits for
+    # the holder's lock on the name.
+    made = asyncio.ensure_future(waiter.mkdir("/x"))
+    inside = asyncio.ensure_future(waiter.create("/x/f"))
+    await asyncio.sleep(0.2)
+    assert not made.done() and not inside.done()
+    async with fs.transaction() as other:  # the same connection is not held up
+        await other.create("/y")
+    await holder.abort()
+    await asyncio.wait_for(asyncio.gather(made, inside), 10)
+    await waiter.commit()
+    assert await fs.listdir("/x") == ["f"]
+    assert await fs.listdir("/") == ["x", "y"]
+
+
 async def test_an_expired_lock_wait_fails_the_request_not_the_connection(fs: Client) -> None:
     await fs.mkdir("/d")
     holder = await fs.begin()
