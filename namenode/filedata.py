@@ -82,7 +82,10 @@ class FileData:
 
     async def view(self, txn: Txn | None, ino: int) -> list[ExtentRow]:
         """The extents `txn` sees, sorted by file index then datanode."""
-        rows = list(await self.committed(ino))
+        # A file this transaction created has nothing committed (inode numbers are
+        # never reused): no query for it.
+        created = txn is not None and ino in txn.cs.created
+        rows = [] if created else list(await self.committed(ino))
         if txn is not None and ino in txn.cs.extents_changed:
             cs = txn.cs
             gone = cs.extents_dropped | cs.extents_replaced
