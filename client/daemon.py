@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, TomlConfigSettingsSource
 
 from plasmafs.client.errors import PlasmaError
+from plasmafs.client.garbage import tune_for_daemon
 from plasmafs.client.security import ChannelTLS, ServerTLS
 
 S = TypeVar("S", bound=BaseSettings)
@@ -122,6 +123,7 @@ def run_daemon(
         level=str(getattr(settings, "log_level", "INFO")).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    tune_for_daemon()
     try:
         uvloop.run(serve(settings))
     except PlasmaError as exc:

@@ -27,6 +27,7 @@ import uvloop
 
 from plasmafs.client import Client, config
 from plasmafs.client.errors import ConfigError, PlasmaError
+from plasmafs.client.garbage import tune_for_daemon
 from plasmafs.client.mount_commands import is_mounted
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             connect_timeout=CONNECT_TIMEOUT,
             durable_commits=options.sync,
         )
+        tune_for_daemon()
         uvloop.run(_serve_and_close(mountpoint, options, fs, ready))
     except (PlasmaError, RuntimeError, OSError) as exc:
         # RuntimeError: libfuse could not mount (no /dev/fuse, no fusermount3, ...).
