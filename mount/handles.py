@@ -1,7 +1,8 @@
 """Open files of the mount: what one open(2) reads and writes through the library.
 
 Reads use the block list fetched when the file was opened (close-to-open: each open
-sees what was committed before it) and go straight to the datanodes. A file written
+sees what was committed before it) and go straight to the datanodes, in chunks read
+ahead once they go from start to end (`prefetch.py`). A file written
 from offset 0 while empty (a new file, O_TRUNC, cp, dd) streams through a
 `FileWriter`, the fast path: every replica gets the data as it comes. Any other write
 (inside existing content, past the end, after a seek back) goes through a
@@ -21,6 +22,7 @@ from plasmafs.client import Client
 from plasmafs.client.attributes import Attr
 from plasmafs.client.editing import FileEditor
 from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.mount.prefetch import Prefetch
 
 
 class OpenFile:
@@ -34,6 +36,7 @@ class OpenFile:
         self.reader: FileReader | None = None
         self.writer: FileWriter | None = None
         self.editor: FileEditor | None = None
+        self.prefetch: Prefetch | None = None  # with the reader: chunks read ahead
 
     @classmethod
     async def for_reading(cls, fs: Client, ino: int, *, writable: bool) -> OpenFile:
@@ -67,7 +70,9 @@ class OpenFile:
             return await self.editor.pread(offset, size)
         if self.reader is None:
             self.reader = await _reader(self.fs, self.ino)
-        return await self.reader.pread(offset, size)
+        if self.prefetch is None:
+            self.prefetch = Prefetch(self.reader.pread, self.reader.size)
+        return await self.prefetch.read(offset, size)
 
     async def write(self, offset: int, data: bytes) -> int:
         """Write `data` at `offset`."""
@@ -150,6 +155,9 @@ class OpenFile:
         await self._drop_reader()
 
     async def _drop_reader(self) -> None:
+        prefetch, self.prefetch = self.prefetch, None
+        if prefetch is not None:
+            await prefetch.close()
         reader, self.reader = self.reader, None
         if reader is not None:
             await reader.close()
