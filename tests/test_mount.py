@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -224,6 +225,34 @@ def test_ordinary_programs_copy_archive_find_and_remove_a_tree(
     assert os.listdir(mount.path) == []
 
 
+def test_python_shutil_and_tempfile_work_on_the_mount(mount: Mount) -> None:
+    root = mount.path
+    with tempfile.NamedTemporaryFile(dir=root, suffix=".tmp") as named:
+        named.write(b"temporary" * 1000)
+        named.flush()
+        os.fsync(named.fileno())
+        assert Path(named.name).read_bytes() == b"temporary" * 1000
+    assert not Path(named.name).exists()
+    with tempfile.TemporaryDirectory(dir=root) as scratch:
+        (Path(scratch) / "inside").mkdir()
+        (Path(scratch) / "inside" / "f").write_text("x")
+        descriptor, name = tempfile.mkstemp(dir=scratch)
+        os.close(descriptor)
+        assert stat.S_IMODE(Path(name).stat().st_mode) == 0o600
+    assert not Path(scratch).exists()
+    source = root / "source.bin"
+    source.write_bytes(os.urandom(200_000))
+    os.utime(source, ns=(1_000_000_000, 1_500_000_000_123_456_789))
+    shutil.copy2(source, root / "copy2.bin")
+    assert (root / "copy2.bin").read_bytes() == source.read_bytes()
+    assert (root / "copy2.bin").stat().st_mtime_ns == 1_500_000_000_123_456_789
+    shutil.copyfile(source, root / "copyfile.bin")
+    shutil.move(root / "copyfile.bin", root / "moved.bin")
+    assert (root / "moved.bin").read_bytes() == source.read_bytes()
+    assert shutil.disk_usage(root).total > 0
+    assert sorted(os.listdir(root)) == ["copy2.bin", "moved.bin", "source.bin"]
+
+
 def test_rsync_copies_a_tree_and_then_only_what_changed(mount: Mount, tmp_path: Path) -> None:
     source = tmp_path / "src"
     for k in range(12):
@@ -405,7 +434,7 @@ def test_three_writers_and_ten_readers_see_only_whole_files(
 def _churn(mount: Mount) -> None:
     directory = mount.path / "churn"
     directory.mkdir()
-    result = run_churn(directory, 15)
+    result = run_churn(directory, 60)  # a full minute
     assert result["errors"] == [] and result["broken"] == [] and result["idle"] == []
     assert result["temporaries"] == []
     assert result["written"] > 0 and result["read"] > 0

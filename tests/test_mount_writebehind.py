@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from loadtests.mount_bench import tree_build
 from plasmafs.client import Client, SyncClient
 from tests.conftest import DataCluster
 from tests.mounts import Mount, mounted, unmount
@@ -94,6 +96,21 @@ def test_a_second_mount_sees_the_tree_the_first_one_built(
     subprocess_free_rm(tree)
     with SyncClient(inline_cluster.namenode.address) as fs:
         assert list(fs.scandir("/")) == []
+
+
+def test_rm_rf_of_a_30000_entry_tree_leaves_nothing(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    tree_build(mount.path, 1870, 28600)  # the mount benchmark's tree, under /tree
+    walked = [(d, f) for _, d, f in os.walk(mount.path / "tree")]
+    assert sum(len(d) for d, _ in walked) == 1870 and sum(len(f) for _, f in walked) == 28600
+    removed = subprocess.run(["rm", "-rf", str(mount.path / "tree")], capture_output=True)
+    assert removed.returncode == 0, removed.stderr
+    assert os.listdir(mount.path) == []
+    with SyncClient(inline_cluster.namenode.address) as fs:  # the namenode has it all
+        assert list(fs.scandir("/")) == []
+        left = fs.summarize("/")
+        assert (left.files, left.directories, left.bytes) == (0, 1, 0)
 
 
 def subprocess_free_rm(top: Path) -> None:
