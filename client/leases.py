@@ -35,6 +35,15 @@ class SessionRequests(CommittedReads):
         request.release_leases.dirs.extend(dirs)
         await self._result(future)
 
+    async def lease_dir(self, ino: int) -> None:
+        """Lease existing directory `ino`, which this user owns (BusyError while another
+        session leases it or a transaction has changes under way in it); list it
+        afterwards to know its entries."""
+        _u64(dir=ino)
+        request, future = self._new()
+        request.lease_dir.dir = ino
+        await self._result(future)
+
     async def lease_news(self, wait: float) -> tuple[list[int], list[int]]:
         """The leased directories others recalled (release them once what is pending in
         them is sent) and those taken away since the last call, waiting up to `wait`

@@ -4,7 +4,9 @@ changes in batches (the mount's write-behind of small files).
 
 A lease is taken when the directory is made (MkDir with `lease`), inside the making
 transaction: nobody else can have seen the directory, so the holder knows every entry
-it will ever have, and a directory once let go is never leased again. Another session
+it will ever have. Its owner may also lease an existing directory (LeaseDir) that no
+transaction is changing: the holder then lists it once to know every entry. Another
+session
 that needs the entries (a name looked up or resolved in it, a listing, a change in it,
 removing it, a walk or summary of a subtree) recalls the lease: the holder hears of it
 through its Recalls request, sends what it has pending and releases it, and the other
@@ -56,11 +58,18 @@ class LeaseTable:
     def __len__(self) -> int:
         return len(self._owner)
 
+    def free_for_caller(self, ino: int) -> bool:
+        """True unless a session other than the one serving this request leases `ino`."""
+        owner = self._owner.get(ino)
+        return owner is None or owner is serving.get()
+
     def take(self, ino: int) -> None:
-        """Lease new directory `ino` to the session serving this request."""
+        """Lease directory `ino` to the session serving this request (again: no change)."""
         session = serving.get()
         if session is None:
             raise RuntimeError("a lease needs a client session")
+        if self._owner.get(ino) is session:
+            return
         self._owner[ino] = session
         self._let_go[ino] = asyncio.Event()
         self._holders.setdefault(session, _Holder()).dirs.add(ino)

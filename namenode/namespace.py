@@ -32,6 +32,7 @@ from plasmafs.client.errors import (
     NotDirectoryError,
     NotEmptyError,
     NotFoundError,
+    OperationNotPermittedError,
     PlasmaError,
     ShutdownError,
     StorageError,
@@ -458,6 +459,32 @@ class Namespace:
         if lease:
             self.leases.take(attr.ino)
         return attr
+
+    async def lease_dir(self, ino: int, who: Principal) -> None:
+        """Lease existing directory `ino` to the session serving this request: its
+        owner's only, and only while no other session leases it and no transaction has
+        changes under way in it (those hold its inode lock shared until they end; a
+        change that starts later waits for the lease as any other does)."""
+        inode = await self.view.inode(None, ino)
+        if inode is None:
+            raise NotFoundError(f"no inode {ino}")
+        if inode.kind is not FileKind.DIRECTORY:
+            raise NotDirectoryError(f"inode {ino} is not a directory")
+        if inode.attr.uid != who.uid:
+            raise OperationNotPermittedError(f"only its owner may lease directory {ino}")
+        if not self.leases.free_for_caller(ino):
+            raise BusyError(f"directory {ino} is leased by another session")
+        owner = LockOwner(f"lease/{ino}")
+        try:
+            # No wait: granted or refused at once, so nothing runs between the check
+            # and the lease.
+            await self.locks.acquire(owner, ("i", ino), exclusive=True, wait=0)
+        except ConflictError:
+            raise BusyError(f"directory {ino} has changes under way") from None
+        try:
+            self.leases.take(ino)
+        finally:
+            self.locks.release_all(owner)
 
     async def reserve_inodes(self, count: int) -> list[int]:
         """`count` new inode numbers, for a client to give the files it creates."""

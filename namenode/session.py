@@ -346,6 +346,11 @@ async def _release_leases(s: Session, t: Txn | None, r: pb.Request, out: pb.Resp
 MAX_NEWS_WAIT_MS = 60_000
 
 
+async def _lease_dir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    await s.ns.lease_dir(r.lease_dir.dir, s.who)
+    out.done.SetInParent()
+
+
 async def _lease_news(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     wait = min(r.lease_news.wait_ms, MAX_NEWS_WAIT_MS) / 1000.0
     recalled, revoked = await s.ns.leases.news(wait)
@@ -531,9 +536,10 @@ HANDLERS: dict[str, Handler] = {
     "reserve_inodes": _reserve_inodes,
     "release_leases": _release_leases,
     "lease_news": _lease_news,
+    "lease_dir": _lease_dir,
 }
 # Requests about the session itself: never inside a transaction.
-SESSION_OPS = frozenset(["reserve_inodes", "release_leases", "lease_news"])
+SESSION_OPS = frozenset(["reserve_inodes", "release_leases", "lease_news", "lease_dir"])
 READ_ONLY = frozenset(
     [
         "lookup",

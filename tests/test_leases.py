@@ -15,8 +15,11 @@ import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.errors import (
+    BusyError,
     InvalidArgumentError,
+    NotDirectoryError,
     NotFoundError,
+    OperationNotPermittedError,
     TransactionError,
     error_from_wire,
 )
@@ -149,6 +152,48 @@ async def test_every_use_of_the_entries_is_held_back(
 
 async def _walk(fs: Client, path: str) -> list[str]:
     return [e.path async for e in fs.walk(path)]
+
+
+async def test_an_existing_directory_is_leased_by_its_owner_and_recalled_as_any_other(
+    holder: Client, other: Client
+) -> None:
+    e = (await holder.mkdir("/e")).ino
+    await other.create("/e/old")
+    session = await holder.session_requests()
+    await session.lease_dir(e)
+    await session.lease_dir(e)  # held already: nothing changes
+    with pytest.raises(BusyError):
+        await (await other.session_requests()).lease_dir(e)
+
+    async def create_new() -> None:
+        await holder.create("/e/new")
+
+    listed, _ = await _held_back(holder, other.readdir("/e"), create_new)
+    assert [x.name for x in listed[0]] == ["new", "old"]
+    await (await other.session_requests()).lease_dir(e)  # released: free for its owner
+
+
+async def test_leasing_an_existing_directory_is_refused_while_it_changes_or_to_others(
+    holder: Client, other: Client
+) -> None:
+    e = (await holder.mkdir("/e")).ino
+    session = await holder.session_requests()
+    t = await other.begin()
+    await t.create("/e/pending")  # holds the directory until it ends
+    with pytest.raises(BusyError, match="changes under way"):
+        await session.lease_dir(e)
+    await t.commit()
+    await session.lease_dir(e)
+    await session.release_leases([e])
+    f = await holder.create("/f")
+    with pytest.raises(NotDirectoryError):
+        await session.lease_dir(f.ino)
+    theirs = await holder.mkdir("/theirs")
+    await holder.setattr("/theirs", uid=1234)
+    with pytest.raises(OperationNotPermittedError):
+        await session.lease_dir(theirs.ino)
+    with pytest.raises(NotFoundError):
+        await session.lease_dir(987654321)
 
 
 async def test_a_lease_not_released_is_taken_away_after_the_recall_timeout(

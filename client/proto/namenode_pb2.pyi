@@ -357,6 +357,12 @@ class ReleaseLeases(_message.Message):
     dirs: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, dirs: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class LeaseDir(_message.Message):
+    __slots__ = ("dir",)
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    dir: int
+    def __init__(self, dir: _Optional[int] = ...) -> None: ...
+
 class LeaseNews(_message.Message):
     __slots__ = ("wait_ms",)
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -372,7 +378,7 @@ class LeaseNewsReply(_message.Message):
     def __init__(self, recalled: _Optional[_Iterable[int]] = ..., revoked: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news")
+    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
@@ -400,6 +406,7 @@ class Request(_message.Message):
     RESERVE_INODES_FIELD_NUMBER: _ClassVar[int]
     RELEASE_LEASES_FIELD_NUMBER: _ClassVar[int]
     LEASE_NEWS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DIR_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     begin: Begin
@@ -427,7 +434,8 @@ class Request(_message.Message):
     reserve_inodes: ReserveInodes
     release_leases: ReleaseLeases
     lease_news: LeaseNews
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ...) -> None: ...
+    lease_dir: LeaseDir
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
