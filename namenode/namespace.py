@@ -15,6 +15,7 @@ none of another user's inodes), and again on what it locked, before any change.
 from __future__ import annotations
 
 import asyncio
+import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -462,16 +463,22 @@ class Namespace:
 
     async def lease_dir(self, ino: int, who: Principal) -> None:
         """Lease existing directory `ino` to the session serving this request: its
-        owner's only, and only while no other session leases it and no transaction has
-        changes under way in it (those hold its inode lock shared until they end; a
-        change that starts later waits for the lease as any other does)."""
+        owner's only (in its group unless it is set-group-ID), and only while no other
+        session leases it and no transaction has changes under way in it (those hold
+        its inode lock shared until they end; a change that starts later waits for the
+        lease as any other does)."""
         inode = await self.view.inode(None, ino)
         if inode is None:
             raise NotFoundError(f"no inode {ino}")
         if inode.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"inode {ino} is not a directory")
-        if inode.attr.uid != who.uid:
-            raise OperationNotPermittedError(f"only its owner may lease directory {ino}")
+        a = inode.attr
+        # The holder gives new entries its directory's owner and group, as the namenode
+        # would: the caller's own, or the directory's group under S_ISGID.
+        if a.uid != who.uid or (a.gid != who.gid and not a.mode & stat.S_ISGID):
+            raise OperationNotPermittedError(
+                f"only its owner, in its group, may lease directory {ino}"
+            )
         if not self.leases.free_for_caller(ino):
             raise BusyError(f"directory {ino} is leased by another session")
         owner = LockOwner(f"lease/{ino}")

@@ -188,10 +188,13 @@ async def test_leasing_an_existing_directory_is_refused_while_it_changes_or_to_o
     f = await holder.create("/f")
     with pytest.raises(NotDirectoryError):
         await session.lease_dir(f.ino)
-    theirs = await holder.mkdir("/theirs")
-    await holder.setattr("/theirs", uid=1234)
-    with pytest.raises(OperationNotPermittedError):
-        await session.lease_dir(theirs.ino)
+    for owner in ({"uid": 1234}, {"gid": 4321}):  # another's, or in another group
+        theirs = await holder.mkdir(f"/theirs{len(owner)}{next(iter(owner))}")
+        await holder.setattr(theirs.ino, **owner)
+        with pytest.raises(OperationNotPermittedError):
+            await session.lease_dir(theirs.ino)
+    await holder.setattr(theirs.ino, mode=0o2755)  # set-group-ID: new entries get 4321
+    await session.lease_dir(theirs.ino)
     with pytest.raises(NotFoundError):
         await session.lease_dir(987654321)
 
