@@ -27,7 +27,7 @@ from plasmafs.mount.handles import OpenFile
 from plasmafs.mount.newfile import NewFile
 from plasmafs.mount.options import MountOptions
 from plasmafs.mount.readahead import ReadAhead
-from plasmafs.mount.writebehind import WriteBehind
+from plasmafs.mount.writebehind import LeasedDir, WriteBehind
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,7 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new symbolic link."""
         self._check_writable()
+        await self._table(parent_inode)  # a listing under way must not miss the link
         await self._before_namenode_change()
         attr = await self._changed(self.fs.symlink(At(parent_inode, _name(name)), _name(target)))
         if self.behind is not None:
@@ -228,6 +229,7 @@ class PlasmaOperations(pyfuse3.Operations):
         if not stat.S_ISREG(mode):
             raise pyfuse3.FUSEError(errno.EPERM)
         self._check_writable()
+        await self._table(parent_inode)
         await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
         if self.behind is not None:
@@ -252,6 +254,7 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def _remove(self, parent: int, name: str, *, directory: bool) -> None:
         behind = self.behind
+        await self._table(parent)
         if behind is not None and behind.removable_here(parent, name):
             gone = behind.dirs[parent].entries.get(name)
             await self._changed(behind.remove(parent, name, directory_wanted=directory))
@@ -264,6 +267,13 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._changed(self.fs.rmdir(where) if directory else self.fs.unlink(where))
         if behind is not None:
             behind.forget_entry(parent, name)
+
+    async def _table(self, parent: int) -> LeasedDir | None:
+        """The write-behind's table of directory `parent` about to be changed: leased
+        now if it is an existing directory the mount may lease (see `WriteBehind`)."""
+        if self.behind is None:
+            return None
+        return await answer(self.behind.lease_existing(parent))
 
     async def _before_namenode_change(self) -> None:
         """Send what is queued: a change the namenode makes now comes after it (an
@@ -380,7 +390,7 @@ class PlasmaOperations(pyfuse3.Operations):
         """A new file, open (in a directory this mount leases: queued, its content kept
         until close while it is small)."""
         self._check_writable()
-        leased = self.behind.leased(parent_inode) if self.behind else None
+        leased = await self._table(parent_inode)
         if leased is not None and leased.writable:
             assert self.behind is not None
             attr = await self._changed(self.behind.create(parent_inode, _name(name), mode))
@@ -408,6 +418,8 @@ class PlasmaOperations(pyfuse3.Operations):
             handle = OpenFile(self.fs, await answer(self.fs.getattr(inode)), writable=True)
         else:  # the block list now: what was committed before this open, even if removed
             handle = await answer(OpenFile.for_reading(self.fs, inode, writable=writes))
+        if self.behind is not None:  # another client may have written it meanwhile
+            self.behind.update(handle.attr)
         return self._opened(handle)
 
     def _opened(self, handle: OpenFile | NewFile) -> pyfuse3.FileInfo:

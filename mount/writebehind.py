@@ -1,15 +1,18 @@
 """Write-behind of small files and directories in directories the mount leases.
 
 Every directory the mount makes is leased to its namenode session from birth
-(`namenode/leases.py`): until the lease ends, nobody else reads or changes its
-entries, so the mount keeps them in a table and answers lookups, listings,
-attributes, creates, mkdirs, unlinks and rmdirs in it by itself, with inode numbers
-the session reserved. The changes queue here and go to the namenode in one relaxed
-transaction every FLUSH_INTERVAL (or sooner: a full queue, fsync, and any request
-that needs the namenode to know them first). Small files (up to the namenode's inline
-limit) are written at close into the queue as well; bigger ones, and every other
-change (rename, chmod, truncate, symlinks), send the queue first and then go to the
-namenode as before.
+(`namenode/leases.py`), and an existing directory of the mount's user is leased when
+the mount first changes something in it (unless it is the root, nobody else is
+changing it, it was not recalled in the last REFUSED_RETRY seconds, and it holds at
+most MAX_LEASED_LISTING entries, which the mount then lists once). Until the lease
+ends, nobody else reads or changes its entries, so the mount keeps them in a table
+and answers lookups, listings, attributes, creates, mkdirs, unlinks and rmdirs in it
+by itself, with inode numbers the session reserved. The changes queue here and go
+to the namenode in one relaxed transaction every FLUSH_INTERVAL (or sooner: a full
+queue, fsync, and any request that needs the namenode to know them first). Small
+files (up to the namenode's inline limit) are written at close into the queue as
+well; bigger ones, and every other change (rename, chmod, truncate, symlinks), send
+the queue first and then go to the namenode as before.
 
 Another client that needs a leased directory recalls it: the mount hears of it
 (`lease_news`), sends its queue, drops the table and releases the lease, so the
@@ -39,7 +42,7 @@ import pyfuse3
 from plasmafs.client import At, Client
 from plasmafs.client.attributes import Attr, DirEntry, FileKind
 from plasmafs.client.connection import Connection
-from plasmafs.client.errors import ConnectionLostError, PlasmaError
+from plasmafs.client.errors import BusyError, ConnectionLostError, PlasmaError
 from plasmafs.client.leases import SessionRequests
 from plasmafs.client.transaction import Transaction
 
@@ -51,6 +54,9 @@ RESERVE_BATCH = 1024  # inode numbers reserved at a time
 IDLE_RELEASE = 30.0  # s without use after which a leased directory is released
 NEWS_WAIT = 1.0  # s one lease_news request waits
 LOCK_WAIT = 5.0  # s a send waits for locks of the mount's other transactions
+MAX_LEASED_LISTING = 4096  # entries an existing directory may hold to be leased
+LISTING_PAGE = 1024
+REFUSED_RETRY = 10.0  # s before a directory refused or recalled is leased again
 
 
 @dataclass(slots=True)
@@ -105,6 +111,8 @@ class WriteBehind:
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._releasing: set[asyncio.Task[None]] = set()
+        self._leasing: dict[int, asyncio.Task[LeasedDir | None]] = {}  # existing dirs
+        self._refused: dict[int, float] = {}  # directory -> not tried again before then
         # Called with the inodes of a directory about to be released, while its table
         # still stands: files open in memory there become ordinary open files.
         self.before_release: Callable[[set[int]], Awaitable[None]] | None = None
@@ -124,6 +132,70 @@ class WriteBehind:
             directory.used = time.monotonic()
         return directory
 
+    async def lease_existing(self, ino: int) -> LeasedDir | None:
+        """The table of directory `ino`, leased and listed now if it was not leased
+        (None if it stays the namenode's: not the mount user's, being changed by
+        others, too big, or the namenode refused it lately)."""
+        directory = self.leased(ino)
+        if directory is not None:
+            return directory
+        task = self._leasing.get(ino)
+        if task is None:
+            if ino == pyfuse3.ROOT_INODE or self._closing:
+                return None  # every path goes through the root: others would recall it
+            if self._refused.get(ino, 0.0) > time.monotonic():
+                return None
+            task = asyncio.ensure_future(self._lease_and_list(ino))
+            self._leasing[ino] = task
+            task.add_done_callback(lambda _: self._leasing.pop(ino, None))
+        return await asyncio.shield(task)
+
+    async def _lease_and_list(self, ino: int) -> LeasedDir | None:
+        try:
+            conn = await self.fs.connection()
+            if self._conn is not conn:
+                self._adopt(conn)
+            await SessionRequests(conn).lease_dir(ino)
+        except PlasmaError as exc:
+            log.debug("directory %d stays the namenode's: %s", ino, exc)
+            self._refuse(ino)
+            return None
+        try:
+            attr, entries = await asyncio.gather(self.fs.getattr(ino), self._list(ino))
+        except PlasmaError as exc:
+            log.info("leased directory %d given back: %s", ino, exc)
+            self._refuse(ino)
+            await _quietly(SessionRequests(conn).release_leases([ino]))
+            return None
+        if conn.closed:
+            return None
+        directory = LeasedDir(attr)
+        for entry in entries:
+            assert entry.attr is not None
+            self._add(ino, directory, entry.name, entry.attr)
+        self.dirs[ino] = directory
+        self._start()
+        return directory
+
+    async def _list(self, ino: int) -> list[DirEntry]:
+        """Every entry of directory `ino` (leased: nobody else changes them)."""
+        entries: list[DirEntry] = []
+        more = True
+        while more:
+            after = entries[-1].name if entries else ""
+            page, more = await self.fs.readdir(ino, after=after, limit=LISTING_PAGE, plus=True)
+            entries += page
+            if len(entries) > MAX_LEASED_LISTING:
+                raise BusyError(f"more than {MAX_LEASED_LISTING} entries")
+            more = more and bool(page)
+        return entries
+
+    def _refuse(self, ino: int) -> None:
+        now = time.monotonic()
+        if len(self._refused) > MAX_LEASED_LISTING:
+            self._refused = {i: t for i, t in self._refused.items() if t > now}
+        self._refused[ino] = now + REFUSED_RETRY
+
     def attr(self, ino: int) -> Attr | None:
         """The attributes of `ino` if it is a leased directory or an entry of one."""
         directory = self.leased(ino)
@@ -142,7 +214,7 @@ class WriteBehind:
     async def mkdir(self, parent: int, name: str, mode: int) -> Attr:
         """A new directory, leased: queued in a leased `parent`, else made now."""
         mode = stat.S_IMODE(mode)
-        directory = self.leased(parent)
+        directory = await self.lease_existing(parent)
         if directory is None or not directory.writable:
             return await self._mkdir_now(parent, name, mode)
         self._check_free(directory, name)
@@ -300,6 +372,8 @@ class WriteBehind:
 
     async def release(self, dirs: list[int]) -> None:
         """Send the queue, then let go of `dirs`: their tables go, the namenode answers."""
+        leasing = [self._leasing[i] for i in dirs if i in self._leasing]
+        await asyncio.gather(*leasing, return_exceptions=True)  # tables made, then let go
         await self.send()
         if self.before_release is not None:
             inside = {i for i, (d, _) in self.located.items() if d in dirs}
@@ -318,7 +392,7 @@ class WriteBehind:
         """Send the queue and let go of every lease (the mount is going away)."""
         self._closing = True
         try:
-            await self.release(list(self.dirs))
+            await self.release([*self.dirs, *self._leasing])
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -409,6 +483,8 @@ class WriteBehind:
                 log.info("lease news failed: %s", exc)
                 await asyncio.sleep(NEWS_WAIT)
                 continue
+            for ino in (*recalled, *revoked):
+                self._refuse(ino)  # others use it: not leased again at once
             if revoked:
                 log.warning("the namenode took away %d leases", len(revoked))
                 await self.release(revoked)

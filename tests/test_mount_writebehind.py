@@ -113,6 +113,51 @@ def test_rm_rf_of_a_30000_entry_tree_leaves_nothing(
         assert (left.files, left.directories, left.bytes) == (0, 1, 0)
 
 
+def test_existing_directories_are_leased_when_the_mount_changes_them(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    with SyncClient(address) as fs:  # a tree the mount did not make
+        fs.mkdir("/existing")
+        for d in range(10):
+            fs.mkdir(f"/old/d{d}", parents=True)
+            for f in range(30):
+                fs.write_file(f"/old/d{d}/f{f}", _content(f))
+    before = _requests(address)
+    removed = subprocess.run(["rm", "-rf", str(mount.path / "old")], capture_output=True)
+    assert removed.returncode == 0, removed.stderr
+    for k in range(100):
+        (mount.path / "existing" / f"f{k}").write_bytes(_content(k))
+    made = _requests(address)
+    assert made.get("commit", 0) - before.get("commit", 0) < 60  # 411 changes, in batches
+    assert made.get("lease_dir", 0) - before.get("lease_dir", 0) == 12
+    with SyncClient(address) as fs:  # recalls the leases: sees all the mount did
+        assert sorted(e.name for e in fs.scandir("/")) == ["existing"]
+        names = {e.name for e in fs.scandir("/existing")}
+        assert names == {f"f{k}" for k in range(100)}
+        assert fs.read_file("/existing/f7") == _content(7)
+        fs.write_file("/existing/from-library", b"library")
+    assert (mount.path / "existing" / "from-library").read_bytes() == b"library"
+
+
+def test_a_directory_of_another_owner_is_changed_through_the_namenode(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    with SyncClient(address) as fs:
+        fs.mkdir("/theirs", mode=0o777)
+        fs.setattr("/theirs", uid=4242)
+    before = _requests(address)
+    for k in range(5):
+        (mount.path / "theirs" / f"f{k}").write_bytes(_content(k))
+    (mount.path / "theirs" / "f0").unlink()
+    made = _requests(address)
+    assert made.get("commit", 0) - before.get("commit", 0) >= 6  # one per change
+    with SyncClient(address) as fs:
+        assert sorted(e.name for e in fs.scandir("/theirs")) == [f"f{k}" for k in range(1, 5)]
+        assert fs.stat("/theirs/f1").uid != 4242  # the mount's user made it
+
+
 def subprocess_free_rm(top: Path) -> None:
     """rm -rf with system calls, bottom up."""
     for d, dirs, files in os.walk(top, topdown=False):
