@@ -11,7 +11,9 @@ What it answers is never older than the mount lets the kernel keep names and
 attributes (the smaller of entry_timeout and attr_timeout; read-ahead is off when
 either is 0), so a program sees nothing staler than the kernel's own caches may show
 it. Any change made through this mount drops everything read ahead (and stops walks
-under way), so the mount's own changes are seen at once. A name the read-ahead does not
+under way), so the mount's own changes are seen at once, and no walk starts until a
+lifetime has passed since the last change (a program that changes a tree as it walks
+it, such as rm -rf, would make every walk useless). A name the read-ahead does not
 hold is asked of the namenode: absent names are never answered from it.
 """
 
@@ -87,6 +89,7 @@ class ReadAhead:
         self._walks: dict[int, _Walk] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._expired_at = 0.0
+        self._changed = -float("inf")  # when the mount last changed something
 
     @property
     def enabled(self) -> bool:
@@ -144,6 +147,7 @@ class ReadAhead:
 
     def forget(self) -> None:
         """Drop everything read ahead and stop walks under way (a change was made)."""
+        self._changed = time.monotonic()
         if not (self._listings or self._attrs or self._walks):
             return
         self._listings.clear()
@@ -186,6 +190,8 @@ class ReadAhead:
             return self._walks.get(root)
         if self._recently(self._walked, root, now):
             return None  # walked moments ago: what it did not reach is listed directly
+        if now - self._changed < self.lifetime:
+            return None  # the mount is changing things: a walk would be dropped at once
         walk = self._walks[root] = _Walk(root, now)
         self._walked[root] = now
         self.walks_started += 1
