@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,18 +24,30 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_mount_bench_measures_every_workload_and_reports_it(tmp_path: Path) -> None:
     benchmarks = tmp_path / "BENCHMARKS.md"
     benchmarks.write_text("# Benchmarks\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "loadtests.mount_bench", "--scale", "0.01", "--seconds", "1",
-         "--update", str(benchmarks)],
-        cwd=ROOT,
-        # Its cluster (and so its mount point) goes under tmp_path: the check below
-        # looks for this run's mount only, whatever else runs on the machine.
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    # Its cluster (and so its mount point) goes in a directory of this test's own, so
+    # that the check below finds this run's mount only, whatever else runs here; a
+    # short one, since a datanode's Unix socket path may not pass 107 bytes.
+    own = Path(tempfile.mkdtemp(prefix="pfs-mb-"))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "loadtests.mount_bench", "--scale", "0.01", "--seconds", "1",
+             "--update", str(benchmarks)],
+            cwd=ROOT,
+            env={**os.environ, "TMPDIR": str(own)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    finally:
+        left_mounted = [
+            line.split()[1]
+            for line in Path("/proc/self/mounts").read_text().splitlines()
+            if str(own) in line
+        ]
+        for mountpoint in left_mounted:
+            subprocess.run(["fusermount3", "-u", mountpoint], check=False)
+        shutil.rmtree(own, ignore_errors=True)
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     for side in ("local", "mount"):
         for row in ROWS:
@@ -42,6 +56,4 @@ def test_mount_bench_measures_every_workload_and_reports_it(tmp_path: Path) -> N
         assert figures[side]["rm -rf: entries left"] == 0
         assert figures[side]["3 writers + 10 readers: errors"] == 0
     assert "| tree build | s |" in benchmarks.read_text()
-    assert not [
-        line for line in Path("/proc/self/mounts").read_text().splitlines() if str(tmp_path) in line
-    ]
+    assert not left_mounted
