@@ -18,7 +18,6 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from plasmafs.client.attributes import Extent
@@ -50,11 +49,6 @@ Handler = Callable[["Session", Txn | None, pb.Request, pb.Response], Awaitable[N
 YIELD_EVERY = 64
 
 
-@dataclass(eq=False, slots=True)
-class _OpenTxn:
-    txn: Txn
-
-
 class Session:
     """The namenode's side of one client connection."""
 
@@ -74,7 +68,7 @@ class Session:
         self.peer = peer
         self.counters = counters
         self.metrics = metrics
-        self.txns: dict[int, _OpenTxn] = {}
+        self.txns: dict[int, Txn] = {}
         # Requests of a transaction id waiting for those before them (one task each).
         self._queues: dict[int, deque[pb.Request]] = {}
         self._out: list[pb.Response] = []
@@ -125,8 +119,8 @@ class Session:
             reader.cancel()
             for task in list(self._tasks):
                 task.cancel()
-            for entry in self.txns.values():
-                self.ns.abort(entry.txn, "the client connection closed")
+            for txn in self.txns.values():
+                self.ns.abort(txn, "the client connection closed")
             self.txns.clear()
             self.ns.leases.end_session(self)
 
@@ -214,13 +208,13 @@ class Session:
             return
         if op in SESSION_OPS:
             raise TransactionError(f"{op} is sent outside transactions")
-        entry = self.txns.get(request.txn)
-        if entry is None:
+        txn = self.txns.get(request.txn)
+        if txn is None:
             raise TransactionError(f"no open transaction {request.txn}")
         try:
-            await handler(self, entry.txn, request, response)
+            await handler(self, txn, request, response)
         except PlasmaError:
-            entry.txn.failed_ops += 1
+            txn.failed_ops += 1
             raise
         finally:
             if op in ("commit", "abort"):
@@ -235,7 +229,7 @@ class Session:
             raise BusyError(f"too many open transactions on this connection ({len(self.txns)})")
         wait = request.begin.lock_wait_ms / 1000.0
         txn = self.ns.begin(request.txn, self.peer, wait, self.who)
-        self.txns[request.txn] = _OpenTxn(txn)
+        self.txns[request.txn] = txn
 
 
 def _fail(response: pb.Response, exc: PlasmaError) -> None:
