@@ -15,7 +15,6 @@ none of another user's inodes), and again on what it locked, before any change.
 from __future__ import annotations
 
 import asyncio
-import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -473,9 +472,9 @@ class Namespace:
         if inode.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"inode {ino} is not a directory")
         a = inode.attr
-        # The holder gives new entries its directory's owner and group, as the namenode
-        # would: the caller's own, or the directory's group under S_ISGID.
-        if a.uid != who.uid or (a.gid != who.gid and not a.mode & stat.S_ISGID):
+        # The holder gives new entries its directory's owner and group: only where the
+        # namenode would give them the same.
+        if new_owner(who, a.mode, a.gid, False, 0)[:2] != (a.uid, a.gid):
             raise OperationNotPermittedError(
                 f"only its owner, in its group, may lease directory {ino}"
             )
