@@ -248,7 +248,7 @@ class Client:
 
     async def scandir(
         self, path: str | int, *, plus: bool = False, page: int = DEFAULT_PAGE
-    ) -> AsyncIterator[DirEntry]:
+    ) -> AsyncGenerator[DirEntry, None]:
         """Every entry of a directory (a path or an inode number) in name order; memory
         stays at one page."""
         async for entry in (await self._reads()).scandir(path, plus=plus, page=page):

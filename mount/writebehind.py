@@ -180,14 +180,12 @@ class WriteBehind:
     async def _list(self, ino: int) -> list[DirEntry]:
         """Every entry of directory `ino` (leased: nobody else changes them)."""
         entries: list[DirEntry] = []
-        more = True
-        while more:
-            after = entries[-1].name if entries else ""
-            page, more = await self.fs.readdir(ino, after=after, limit=LISTING_PAGE, plus=True)
-            entries += page
-            if len(entries) > MAX_LEASED_LISTING:
-                raise BusyError(f"more than {MAX_LEASED_LISTING} entries")
-            more = more and bool(page)
+        listing = self.fs.scandir(ino, plus=True, page=LISTING_PAGE)
+        async with contextlib.aclosing(listing):
+            async for entry in listing:
+                entries.append(entry)
+                if len(entries) > MAX_LEASED_LISTING:
+                    raise BusyError(f"more than {MAX_LEASED_LISTING} entries")
         return entries
 
     def _refuse(self, ino: int) -> None:
