@@ -77,8 +77,6 @@ class Prefetch:
         task = self._chunks[index]
         try:
             return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             # A failed fetch is not kept: the next read of the chunk tries again.
             if self._chunks.get(index) is task:
