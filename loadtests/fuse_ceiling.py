@@ -1,14 +1,17 @@
-"""The FUSE binding's own ceiling: the mount benchmark's metadata rows on a file system
-that keeps everything in memory and answers every request at once.
+"""The FUSE bindings' own ceilings: the mount benchmark's metadata rows and dd writes
+on a file system that keeps everything in memory and answers every request at once.
 
     python -m loadtests.fuse_ceiling [--files 5000] [--dirs 1870] [--tree-files 28600]
+        [--dd-mb 200] [--update BENCHMARKS.md]
 
 A pyfuse3 file system in asyncio mode on uvloop, in a process of its own, run the way
 `pfs mount` runs (`mount/daemon.py`), but with no namenode, no network and no disk
-behind it, so what it measures is the kernel's FUSE round trips plus pyfuse3's and
-Python's per-request cost: an upper bound for any mount built on this binding on this
-machine. The figures are printed next to the same workloads on a local directory, in
-the same run.
+behind it (and, as there, no `default_permissions`, so the kernel does not fetch a
+directory's attributes again after each change in it). What it measures is the
+kernel's FUSE round trips plus pyfuse3's and Python's per-request cost: an upper
+bound for any mount built on this binding on this machine. The same dicts behind
+mfusepy, the binding weighed against it (`ceiling_mfusepy.py`), and the same
+workloads on a local directory are measured in the same run.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import errno
 import multiprocessing
+import os
 import stat
 import subprocess
 import sys
@@ -29,7 +33,11 @@ import pyfuse3
 import pyfuse3.asyncio
 import uvloop
 
-from loadtests.mount_bench import empty_files, timed_command, tree_build
+from loadtests import ceiling_mfusepy
+from loadtests.harness import update_benchmarks_md
+from loadtests.mount_bench import MB, dd_write, empty_files, timed_command, tree_build
+
+MOUNT_WAIT = 10.0  # s a memory file system may take to mount
 
 
 class _Node:
@@ -39,7 +47,7 @@ class _Node:
         self.ino = ino
         self.mode = mode
         self.parent = parent
-        self.data = b""
+        self.data = bytearray()
         self.children: dict[bytes, int] = {}
         self.ns = time.time_ns()
 
@@ -97,7 +105,8 @@ class MemoryOperations(pyfuse3.Operations):
         self.calls["setattr"] += 1
         node = self.nodes[inode]
         if fields.update_size:
-            node.data = node.data[: attr.st_size].ljust(attr.st_size, b"\0")
+            del node.data[attr.st_size :]
+            node.data.extend(bytes(attr.st_size - len(node.data)))
         return self._entry(node)
 
     async def mkdir(self, parent_inode, name, mode, ctx):
@@ -119,13 +128,15 @@ class MemoryOperations(pyfuse3.Operations):
     async def read(self, fh, off, size):
         """Bytes of a file."""
         self.calls["read"] += 1
-        return self.nodes[fh].data[off : off + size]
+        return bytes(self.nodes[fh].data[off : off + size])
 
     async def write(self, fh, off, buf):
         """Bytes into a file."""
         self.calls["write"] += 1
         node = self.nodes[fh]
-        node.data = node.data[:off].ljust(off, b"\0") + buf + node.data[off + len(buf) :]
+        if off > len(node.data):
+            node.data.extend(bytes(off - len(node.data)))
+        node.data[off : off + len(buf)] = buf
         return len(buf)
 
     async def flush(self, fh):
@@ -171,7 +182,7 @@ def _serve(mountpoint: Path, ready: Any, counts: Any) -> None:
     operations = MemoryOperations()
 
     async def main() -> None:
-        pyfuse3.init(operations, str(mountpoint), {"fsname=ceiling", "default_permissions"})
+        pyfuse3.init(operations, str(mountpoint), {"fsname=ceiling"})
         ready.set()
         try:
             await pyfuse3.main()
@@ -183,50 +194,114 @@ def _serve(mountpoint: Path, ready: Any, counts: Any) -> None:
     counts.put(dict(operations.calls))
 
 
-def measure(root: Path, files: int, dirs: int, tree_files: int) -> dict[str, float]:
-    """The metadata rows of the mount benchmark under `root`."""
+def measure(root: Path, args: argparse.Namespace) -> dict[str, float]:
+    """The metadata rows of the mount benchmark under `root`, and its small writes."""
     return {
-        "empty files/s, 1 process": empty_files(root, 1, files),
-        "empty files/s, 4 processes": empty_files(root, 4, files),
-        "tree build, s": tree_build(root, dirs, tree_files),
+        "dd write 1 KiB, MB/s": dd_write(root, "dd-1k", 1024, args.dd_mb * MB),
+        "dd write 64 KiB, MB/s": dd_write(root, "dd-64k", 65536, args.dd_mb * MB),
+        "empty files/s, 1 process": empty_files(root, 1, args.files),
+        "empty files/s, 4 processes": empty_files(root, 4, args.files),
+        "tree build, s": tree_build(root, args.dirs, args.tree_files),
         "ls -lR, s": timed_command(["ls", "-lR", str(root / "tree")]),
         "du -sh, s": timed_command(["du", "-sh", str(root / "tree")]),
         "rm -rf, s": timed_command(["rm", "-rf", str(root / "tree")]),
     }
 
 
+def _on_pyfuse3(mountpoint: Path, args: argparse.Namespace) -> tuple[dict[str, float], str]:
+    """The rows on the pyfuse3 memory file system, and the requests it answered."""
+    spawn = multiprocessing.get_context("spawn")
+    ready, counts = spawn.Event(), spawn.Queue()
+    server = spawn.Process(target=_serve, args=(mountpoint, ready, counts))
+    server.start()
+    if not ready.wait(MOUNT_WAIT):
+        server.kill()
+        raise RuntimeError("the pyfuse3 memory file system did not mount")
+    try:
+        figures = measure(mountpoint, args)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
+    calls: dict[str, int] = counts.get(timeout=30)
+    server.join(10)
+    return figures, ", ".join(f"{k} {v}" for k, v in Counter(calls).most_common())
+
+
+def _on_mfusepy(mountpoint: Path, args: argparse.Namespace) -> dict[str, float]:
+    """The rows on the mfusepy memory file system."""
+    server = multiprocessing.get_context("spawn").Process(
+        target=ceiling_mfusepy.serve, args=(mountpoint,)
+    )
+    server.start()
+    deadline = time.monotonic() + MOUNT_WAIT
+    while not os.path.ismount(mountpoint):
+        if time.monotonic() > deadline or not server.is_alive():
+            server.kill()
+            raise RuntimeError("the mfusepy memory file system did not mount")
+        time.sleep(0.05)
+    try:
+        return measure(mountpoint, args)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
+        server.join(10)
+
+
+def markdown(rows: dict[str, dict[str, float]], calls: str, command: str) -> str:
+    """The BENCHMARKS.md section for these figures."""
+    lines = [
+        "## The FUSE bindings' ceilings (`loadtests/fuse_ceiling.py`)",
+        "",
+        f"Command: `{command}` — the mount benchmark's small writes and metadata rows on a",
+        "file system that keeps everything in memory (no namenode, no network, no disk), on",
+        "pyfuse3 in asyncio mode on uvloop (as `pfs mount` runs) and on mfusepy (libfuse's",
+        "high-level path API through ctypes, libfuse's threads), each in a process of its",
+        "own, next to a directory of this machine's disk in the same run. No mount built on",
+        "a binding can beat its column; the mount's own figures are in the mount section.",
+        "",
+        "| workload | pyfuse3 | mfusepy | local disk | pyfuse3 / mfusepy |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row, value in rows["pyfuse3"].items():
+        other = rows["mfusepy"][row]
+        ratio = other / value if row.endswith(", s") else value / other  # above 1: faster
+        lines.append(
+            f"| {row} | {value:,.2f} | {other:,.2f} | {rows['local'][row]:,.2f} | {ratio:.2f} |"
+        )
+    lines += ["", f"Requests pyfuse3 answered: {calls}."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Mount the memory file system in a process of its own, run the rows there and locally."""
+    """Mount each memory file system in a process of its own (as `pfs mount` runs: the
+    workloads, the tree build in this process, must not share its interpreter lock),
+    run the rows there and locally, print the table (and write it into BENCHMARKS.md
+    with --update)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--dirs", type=int, default=1870)
     parser.add_argument("--tree-files", type=int, default=28600)
+    parser.add_argument("--dd-mb", type=int, default=200, help="MB each dd row writes")
+    parser.add_argument("--update", type=Path, help="rewrite this BENCHMARKS.md section")
     args = parser.parse_args(argv)
-    # The file system runs in a process of its own, as `pfs mount` does: the workloads
-    # (the tree build runs in this process) must not share its interpreter lock.
-    spawn = multiprocessing.get_context("spawn")
-    ready, counts = spawn.Event(), spawn.Queue()
+    rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="pfs-ceiling-") as scratch:
-        mountpoint, local = Path(scratch) / "mnt", Path(scratch) / "local"
-        mountpoint.mkdir()
-        local.mkdir()
-        server = spawn.Process(target=_serve, args=(mountpoint, ready, counts))
-        server.start()
-        if not ready.wait(10):
-            server.kill()
-            print("the memory file system did not mount", file=sys.stderr)
-            return 1
+        paths = {name: Path(scratch) / name for name in ("pyfuse3", "mfusepy", "local")}
+        for path in paths.values():
+            path.mkdir()
         try:
-            on_fuse = measure(mountpoint, args.files, args.dirs, args.tree_files)
-        finally:
-            subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
-        calls: dict[str, int] = counts.get(timeout=30)
-        server.join(10)
-        on_disk = measure(local, args.files, args.dirs, args.tree_files)
-    for row, value in on_fuse.items():
-        print(f"{row:<28} {value:>10.2f}  local {on_disk[row]:>10.2f}")
-    listed = ", ".join(f"{k} {v}" for k, v in Counter(calls).most_common())
-    print(f"requests: {listed}")
+            rows["pyfuse3"], calls = _on_pyfuse3(paths["pyfuse3"], args)
+            rows["mfusepy"] = _on_mfusepy(paths["mfusepy"], args)
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        rows["local"] = measure(paths["local"], args)
+    command = (
+        f"python -m loadtests.fuse_ceiling --files {args.files} --dirs {args.dirs} "
+        f"--tree-files {args.tree_files} --dd-mb {args.dd_mb}"
+    )
+    text = markdown(rows, calls, command)
+    print(text)
+    if args.update:
+        update_benchmarks_md(args.update, "fuse_ceiling", text)
     return 0
 
 
