@@ -4,6 +4,8 @@ inline limit (bigger content turns it into an ordinary open file first)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from plasmafs.client.attributes import Attr
 
 
@@ -15,6 +17,7 @@ class NewFile:
         self.limit = limit
         self.data = bytearray()
         self.dirty = False  # written since its content was last queued
+        self.mtime_ns: int | None = None  # set by the program (or the kernel), if it was
         self.removed = False  # unlinked through this mount: its content goes nowhere
 
     @property
@@ -46,6 +49,12 @@ class NewFile:
     def read(self, offset: int, size: int) -> bytes:
         """Up to `size` bytes at `offset`."""
         return bytes(self.data[offset : offset + size])
+
+    def set_mtime(self, mtime_ns: int) -> None:
+        """The mtime the content is to be queued with."""
+        self.mtime_ns = mtime_ns
+        self.attr = replace(self.attr, mtime_ns=mtime_ns)
+        self.dirty = True
 
     def truncate(self, size: int) -> None:
         """Cut or zero-extend the content to `size` bytes (size within the limit)."""

@@ -7,13 +7,14 @@ become the errno of their plasmafs error (`entries.fuse_error`).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import errno
 import itertools
 import logging
 import os
 import stat
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from plasmafs.client.attributes import Attr, DirEntry
 from plasmafs.client.errors import NotFoundError
 from plasmafs.mount.entries import absent, entry, fuse_error
 from plasmafs.mount.handles import OpenFile
+from plasmafs.mount.kernelview import KernelView
 from plasmafs.mount.newfile import NewFile
 from plasmafs.mount.options import MountOptions
 from plasmafs.mount.readahead import ReadAhead
@@ -74,7 +76,7 @@ class PlasmaOperations(pyfuse3.Operations):
     """pyfuse3's request handlers for a plasmafs client."""
 
     supports_dot_lookup = False
-    enable_writeback_cache = False
+    enable_writeback_cache = True
 
     def __init__(self, fs: Client, options: MountOptions) -> None:
         super().__init__()
@@ -82,8 +84,12 @@ class PlasmaOperations(pyfuse3.Operations):
         self.options = options
         self._handles: dict[int, OpenFile | NewFile] = {}
         self._listings: dict[int, _Listing] = {}
+        self._write_locks: dict[int, asyncio.Lock] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
+        # pyfuse3 reads this when the kernel connects (FUSE_INIT).
+        self.enable_writeback_cache = options.writeback
+        self.view = KernelView() if options.writeback else None
         self.behind = WriteBehind(fs, options.replication) if options.write_behind else None
         if self.behind is not None:
             self.behind.before_release = self._before_release
@@ -100,13 +106,13 @@ class PlasmaOperations(pyfuse3.Operations):
         if leased is not None:  # this mount knows every entry
             mine = leased.entries.get(_name(name))
             if mine is not None:
-                return self._entry(mine)
+                return self._looked_up(mine)
             if self.options.negative_timeout > 0:
                 return absent(self.options)
             raise pyfuse3.FUSEError(errno.ENOENT)
         known = self.readahead.entry(parent_inode, _name(name))
         if known is not None:
-            return self._entry(known)
+            return self._looked_up(known)
         try:
             attr = await self.fs.lookup(At(parent_inode, _name(name)))
         except NotFoundError:
@@ -115,7 +121,25 @@ class PlasmaOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         except Exception as exc:
             raise fuse_error(exc) from None
-        return self._entry(attr)
+        return self._looked_up(attr)
+
+    def _looked_up(self, attr: Attr) -> pyfuse3.EntryAttributes:
+        """The answer to a lookup of `attr` (with writeback caching: under a new
+        generation if the kernel's size and mtime of the file are outdated)."""
+        if self.view is None:
+            return self._entry(attr)
+        generation = self.view.looked_up(attr, open_here=self._open_here(attr.ino))
+        return self._entry(attr, generation)
+
+    def _listed(self, attr: Attr) -> pyfuse3.EntryAttributes:
+        """`attr` in a new entry the kernel may make an inode of (create, listing)."""
+        if self.view is None:
+            return self._entry(attr)
+        self.view.listed(attr)
+        return self._entry(attr, self.view.generation(attr.ino))
+
+    def _open_here(self, inode: int) -> bool:
+        return any(handle.ino == inode for handle in self._handles.values())
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """The attributes of an inode (of an open file removed meanwhile: as last known,
@@ -134,13 +158,15 @@ class PlasmaOperations(pyfuse3.Operations):
             raise fuse_error(exc) from None
         return self._entry(attr)
 
-    def _entry(self, attr: Attr) -> pyfuse3.EntryAttributes:
+    def _entry(self, attr: Attr, generation: int = 0) -> pyfuse3.EntryAttributes:
         """The kernel's view of `attr`; a file this mount is writing has the size
         written so far (the namenode has its size of the last commit)."""
         writing = self._writing(attr.ino)
         if writing is not None and writing.size is not None:
             attr = replace(attr, size=writing.size)
-        return entry(attr, self.options)
+        answer = entry(attr, self.options)
+        answer.generation = generation
+        return answer
 
     def _writing(self, inode: int) -> OpenFile | NewFile | None:
         """The open file of `inode` with uncommitted writes, if there is one."""
@@ -165,6 +191,9 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """chmod, chown, utimes and truncate."""
         self._check_writable()
+        kept = self._new_file_times(inode, attr, fields) or self._same_times(inode, attr, fields)
+        if kept is not None:
+            return kept
         changes: dict[str, Any] = {}
         if fields.update_mode:
             changes["mode"] = stat.S_IMODE(attr.st_mode)
@@ -191,7 +220,35 @@ class PlasmaOperations(pyfuse3.Operations):
                 handle.attr = new
         if self.behind is not None:
             self.behind.update(new)
+        if self.view is not None:
+            self.view.committed(new)
         return self._entry(new)
+
+    def _new_file_times(
+        self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
+    ) -> pyfuse3.EntryAttributes | None:
+        """A change of times only, of a new small file kept in memory: kept with it,
+        to go with its content (with writeback caching the kernel sends one at every
+        close). None if the change is anything else."""
+        if not _times_only(fields):
+            return None
+        new = [h for h in self._handles.values() if isinstance(h, NewFile) and h.ino == inode]
+        if not new:
+            return None
+        for handle in new:
+            if fields.update_mtime:
+                handle.set_mtime(attr.st_mtime_ns)
+        return self._entry(new[0].attr)
+
+    def _same_times(
+        self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
+    ) -> pyfuse3.EntryAttributes | None:
+        """The answer to the kernel's own write-out of a file's times when they are
+        those the namenode has (writeback caching only); None otherwise."""
+        if self.view is None or not _times_only(fields):
+            return None
+        known = self.view.unchanged(inode, attr.st_mtime_ns if fields.update_mtime else None)
+        return None if known is None else self._entry(known)
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         """A symbolic link's target."""
@@ -234,7 +291,7 @@ class PlasmaOperations(pyfuse3.Operations):
         attr = await self._changed(self._create(parent_inode, name, mode))
         if self.behind is not None:
             self.behind.known(parent_inode, _name(name), attr)
-        return entry(attr, self.options)
+        return self._listed(attr)
 
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
@@ -329,7 +386,7 @@ class PlasmaOperations(pyfuse3.Operations):
                 assert item.attr is not None
                 name = item.name.encode("utf-8")
                 position = len(listing.names) + 1
-                if not pyfuse3.readdir_reply(token, name, self._entry(item.attr), position):
+                if not pyfuse3.readdir_reply(token, name, self._listed(item.attr), position):
                     return  # the kernel's buffer is full: the rest waits for its next call
                 listing.names.append(listing.pending.popleft().name)
         except Exception as exc:
@@ -395,13 +452,13 @@ class PlasmaOperations(pyfuse3.Operations):
             assert self.behind is not None
             attr = await self._changed(self.behind.create(parent_inode, _name(name), mode))
             limit = (await answer(self.fs.connection())).inline_limit
-            return self._opened(NewFile(attr, limit)), entry(attr, self.options)
+            return self._opened(NewFile(attr, limit)), self._listed(attr)
         await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
         if self.behind is not None:
             self.behind.known(parent_inode, _name(name), attr)
         handle = OpenFile(self.fs, attr, writable=_writes(flags))
-        return self._opened(handle), entry(attr, self.options)
+        return self._opened(handle), self._listed(attr)
 
     def _create(self, parent_inode: int, name: bytes, mode: int) -> Awaitable[Attr]:
         where = At(parent_inode, _name(name))
@@ -420,6 +477,12 @@ class PlasmaOperations(pyfuse3.Operations):
             handle = await answer(OpenFile.for_reading(self.fs, inode, writable=writes))
         if self.behind is not None:  # another client may have written it meanwhile
             self.behind.update(handle.attr)
+        if self.view is not None:
+            try:
+                self.view.opening(handle.attr, open_here=self._open_here(inode))
+            except pyfuse3.FUSEError:
+                await handle.release()
+                raise
         return self._opened(handle)
 
     def _opened(self, handle: OpenFile | NewFile) -> pyfuse3.FileInfo:
@@ -436,22 +499,37 @@ class PlasmaOperations(pyfuse3.Operations):
         return await answer(handle.read(off, size))
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        """Bytes into an open file."""
+        """Bytes into an open file (one at a time per open file, in the order they
+        came: the kernel writes cached pages back several at once)."""
         self.readahead.forget()
-        handle = self._handles[fh]
-        if isinstance(handle, NewFile):
-            if handle.fits(off, len(buf)):
-                return handle.write(off, buf)
-            handle = await self._materialize(fh, handle)
-        return await answer(handle.write(off, buf))
+        async with self._serial(fh):
+            handle = self._handles[fh]
+            if isinstance(handle, NewFile):
+                if handle.fits(off, len(buf)):
+                    return handle.write(off, buf)
+                handle = await self._materialize_now(fh, handle)
+            return await answer(handle.write(off, buf))
 
-    async def _materialize(self, fh: int, new: NewFile) -> OpenFile:
+    def _serial(self, fh: int) -> asyncio.Lock:
+        """The lock that orders the writes to open file `fh`."""
+        lock = self._write_locks.get(fh)
+        if lock is None:
+            lock = self._write_locks[fh] = asyncio.Lock()
+        return lock
+
+    async def _materialize(self, fh: int, new: NewFile) -> None:
+        """`_materialize_now`, unless a write did it meanwhile."""
+        async with self._serial(fh):
+            if self._handles.get(fh) is new:
+                await self._materialize_now(fh, new)
+
+    async def _materialize_now(self, fh: int, new: NewFile) -> OpenFile:
         """Turn a new file kept in memory into an ordinary open file: the queue is sent
         (the file exists on the namenode then), and what was written is written again
         from offset 0, so that the rest streams to the datanodes."""
         assert self.behind is not None
-        if new.dirty and not new.data:
-            await answer(self.behind.content(new.ino, b""))  # a truncation to nothing
+        if new.dirty and not new.data:  # a truncation to nothing, or new times
+            await answer(self.behind.content(new.ino, b"", new.mtime_ns))
         await self._send_queue()
         attr = self.behind.attr(new.ino) or new.attr
         handle = OpenFile(self.fs, replace(attr, size=0) if new.data else attr, writable=True)
@@ -479,7 +557,15 @@ class PlasmaOperations(pyfuse3.Operations):
         """close(2): what was written becomes visible (and durable within about a
         second, at once with -o sync; in a leased directory: queued, for others once
         sent or recalled)."""
-        await self._commit(self._handles[fh])
+        handle = self._handles[fh]
+        if self.view is not None:
+            # The kernel wrote the file's cached pages back through any descriptor of
+            # it open for writing: what they hold is part of what this close makes
+            # visible.
+            for other in list(self._handles.values()):
+                if other.ino == handle.ino and other is not handle and other.writing:
+                    await self._commit(other)
+        await self._commit(handle)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         """fsync(2): the file's content committed, and every change acknowledged so far
@@ -495,9 +581,13 @@ class PlasmaOperations(pyfuse3.Operations):
                 assert self.behind is not None
                 self.readahead.forget()
                 handle.dirty = False
-                queued = await answer(self.behind.content(handle.ino, bytes(handle.data)))
+                queued = await answer(
+                    self.behind.content(handle.ino, bytes(handle.data), handle.mtime_ns)
+                )
                 if queued is not None:
                     handle.attr = queued
+                    if self.view is not None:
+                        self.view.committed(queued)
                 elif not handle.removed:  # its directory's table went with a lost session
                     raise pyfuse3.FUSEError(errno.EIO)
             return
@@ -509,13 +599,17 @@ class PlasmaOperations(pyfuse3.Operations):
         self._committed(handle)
 
     def _committed(self, handle: OpenFile) -> None:
-        """A leased directory's table takes the attributes a commit answered."""
+        """A leased directory's table (and the kernel's view) takes the attributes a
+        commit answered."""
         if self.behind is not None:
             self.behind.update(handle.attr)
+        if self.view is not None:
+            self.view.committed(handle.attr)
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
         handle = self._handles.pop(fh, None)
+        self._write_locks.pop(fh, None)
         if handle is not None:
             writing = handle.writing
             try:
@@ -529,6 +623,11 @@ class PlasmaOperations(pyfuse3.Operations):
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
             if writing:
                 self.readahead.forget()
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        """The kernel let go of these inodes."""
+        if self.view is not None:
+            self.view.forget([inode for inode, _ in inode_list])
 
     # --- the file system ------------------------------------------------------------------
 
@@ -572,6 +671,10 @@ class PlasmaOperations(pyfuse3.Operations):
         if self.options.ro:
             raise pyfuse3.FUSEError(errno.EROFS)
         self.readahead.forget()
+
+
+def _times_only(fields: pyfuse3.SetattrFields) -> bool:
+    return not (fields.update_mode or fields.update_uid or fields.update_gid or fields.update_size)
 
 
 def _writes(flags: int) -> bool:

@@ -18,7 +18,9 @@ class MountOptions:
     mount's plasmafs user); sync: every change is durable when its call returns
     (otherwise at fsync, or within about a second); no_write_behind: directories the
     mount makes are not leased, so every change goes to the namenode at once (see
-    mount/writebehind.py; sync and ro imply it)."""
+    mount/writebehind.py; sync and ro imply it); writeback_cache: the kernel gathers
+    writes in its page cache and sends them in large requests (see
+    mount/kernelview.py; off with sync and ro)."""
 
     replication: int = 0
     attr_timeout: float = 1.0
@@ -28,11 +30,17 @@ class MountOptions:
     allow_other: bool = False
     sync: bool = False
     no_write_behind: bool = False
+    writeback_cache: bool = False
 
     @property
     def write_behind(self) -> bool:
         """True if directories the mount makes are leased and changes queued in them."""
         return not (self.no_write_behind or self.sync or self.ro)
+
+    @property
+    def writeback(self) -> bool:
+        """True if the kernel caches writes (asked for, and neither sync nor ro)."""
+        return self.writeback_cache and not (self.sync or self.ro)
 
     @classmethod
     def parse(cls, text: str) -> MountOptions:

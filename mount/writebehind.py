@@ -69,6 +69,7 @@ class _Change:
     ino: int = 0
     mode: int = 0
     data: bytes = b""
+    mtime_ns: int | None = None  # of a content, if the program set one
 
 
 @dataclass(slots=True)
@@ -234,17 +235,18 @@ class WriteBehind:
         directory.touched()
         return attr
 
-    async def content(self, ino: int, data: bytes) -> Attr | None:
-        """The whole content of new file `ino`, queued; its new attributes (None if it
-        is not in a leased directory's table any more: removed, or the table dropped
-        with a lost session)."""
+    async def content(self, ino: int, data: bytes, mtime_ns: int | None = None) -> Attr | None:
+        """The whole content of new file `ino`, queued (with the mtime the program set,
+        if it did); its new attributes (None if it is not in a leased directory's
+        table any more: removed, or the table dropped with a lost session)."""
         where = self.located.get(ino)
         directory = self.leased(where[0]) if where is not None else None
         if where is None or directory is None or where[1] not in directory.entries:
             return None
         now = time.time_ns()
-        attr = replace(directory.entries[where[1]], size=len(data), mtime_ns=now, ctime_ns=now)
-        await self._queued(_Change("content", ino=ino, data=data))
+        mtime = now if mtime_ns is None else mtime_ns
+        attr = replace(directory.entries[where[1]], size=len(data), mtime_ns=mtime, ctime_ns=now)
+        await self._queued(_Change("content", ino=ino, data=data, mtime_ns=mtime_ns))
         directory.entries[where[1]] = attr
         return attr
 
@@ -363,7 +365,10 @@ class WriteBehind:
         if c.kind == "mkdir":
             return t.mkdir(At(c.parent, c.name), c.mode, ino=c.ino, lease=True)
         if c.kind == "content":
-            return t.write_inline(c.ino, c.data)
+            written = t.write_inline(c.ino, c.data)
+            if c.mtime_ns is None:
+                return written
+            return _second(written, t.setattr(c.ino, mtime_ns=c.mtime_ns))
         if c.kind == "unlink":
             return t.unlink(At(c.parent, c.name))
         return t.rmdir(At(c.parent, c.name))
@@ -527,6 +532,12 @@ class WriteBehind:
             ino, kind, mode, d.uid, d.gid, 0, now, now, 2 if is_dir else 1,
             self.replication or d.replication, d.blocksize, 1,
         )  # fmt: skip
+
+
+async def _second(first: Awaitable[object], second: Awaitable[Attr]) -> Attr:
+    """The answer of `second`, once `first` (sent before it) succeeded too."""
+    _, answer = await asyncio.gather(first, second)
+    return answer
 
 
 async def _quietly(release: Awaitable[None]) -> None:
