@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.mount_bench import ROWS
+from loadtests.mount_bench import ROWS, WRITEBACK
 
 pytestmark = pytest.mark.benchmark_smoke  # benchmarks run briefly, on a small scale
 
@@ -55,5 +55,9 @@ def test_mount_bench_measures_every_workload_and_reports_it(tmp_path: Path) -> N
                 assert figures[side][row.name] > 0, (side, row.name)
         assert figures[side]["rm -rf: entries left"] == 0
         assert figures[side]["3 writers + 10 readers: errors"] == 0
+    cached = figures[WRITEBACK]  # the data rows, on a mount whose kernel caches writes
+    assert {"dd write 1 KiB", "dd read 64 KiB, cold", "1 MiB files, 8 readers"} <= set(cached)
+    assert all(value > 0 for value in cached.values())
     assert "| tree build | s |" in benchmarks.read_text()
+    assert f"mount -o {WRITEBACK}" in benchmarks.read_text()
     assert not left_mounted
