@@ -131,3 +131,28 @@ def test_sync_and_ro_turn_the_cache_off() -> None:
     assert not MountOptions.parse("writeback_cache,sync").writeback
     assert not MountOptions.parse("writeback_cache,ro").writeback
     assert not MountOptions.parse("").writeback
+
+
+def test_a_file_this_mount_made_is_not_looked_up_again_at_every_open(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    (mount.path / "made").mkdir()  # leased: the mount's table answers for the file
+    (mount.path / "made" / "empty").write_bytes(b"")
+    (mount.path / "made" / "small").write_bytes(b"small")
+    time.sleep(0.5)  # the queue is sent
+
+    def block_lists() -> int:
+        async def counts() -> int:
+            async with Client(address) as fs:
+                return (await fs.request_counts()).get("blocks", 0)
+
+        return asyncio.run(counts())
+
+    before = block_lists()
+    for _ in range(5):
+        assert (mount.path / "made" / "empty").read_bytes() == b""
+        assert (mount.path / "made" / "small").read_bytes() == b"small"
+    # One block list per open, and at most one retry per file (its first open may
+    # find the table's mtime a little off the namenode's).
+    assert block_lists() - before <= 12
