@@ -245,6 +245,11 @@ def _on_mfusepy(mountpoint: Path, args: argparse.Namespace) -> dict[str, float]:
         server.join(10)
 
 
+def _figure(value: float) -> str:
+    """Two decimals, or three significant digits below 1 (a small run's times)."""
+    return f"{value:,.2f}" if value >= 1 else f"{value:.3g}"
+
+
 def markdown(rows: dict[str, dict[str, float]], calls: str, command: str) -> str:
     """The BENCHMARKS.md section for these figures."""
     lines = [
@@ -263,9 +268,8 @@ def markdown(rows: dict[str, dict[str, float]], calls: str, command: str) -> str
     for row, value in rows["pyfuse3"].items():
         other = rows["mfusepy"][row]
         ratio = other / value if row.endswith(", s") else value / other  # above 1: faster
-        lines.append(
-            f"| {row} | {value:,.2f} | {other:,.2f} | {rows['local'][row]:,.2f} | {ratio:.2f} |"
-        )
+        figures = " | ".join(_figure(v) for v in (value, other, rows["local"][row]))
+        lines.append(f"| {row} | {figures} | {ratio:.2f} |")
     lines += ["", f"Requests pyfuse3 answered: {calls}."]
     return "\n".join(lines)
 

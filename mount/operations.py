@@ -76,7 +76,6 @@ class PlasmaOperations(pyfuse3.Operations):
     """pyfuse3's request handlers for a plasmafs client."""
 
     supports_dot_lookup = False
-    enable_writeback_cache = True
 
     def __init__(self, fs: Client, options: MountOptions) -> None:
         super().__init__()
