@@ -217,10 +217,7 @@ class PlasmaOperations(pyfuse3.Operations):
         for handle in self._handles.values():
             if handle.ino == inode:
                 handle.attr = new
-        if self.behind is not None:
-            self.behind.update(new)
-        if self.view is not None:
-            self.view.committed(new)
+        self._committed(new)
         return self._entry(new)
 
     def _new_file_times(
@@ -585,8 +582,7 @@ class PlasmaOperations(pyfuse3.Operations):
                 )
                 if queued is not None:
                     handle.attr = queued
-                    if self.view is not None:
-                        self.view.committed(queued)
+                    self._committed(queued)
                 elif not handle.removed:  # its directory's table went with a lost session
                     raise pyfuse3.FUSEError(errno.EIO)
             return
@@ -595,15 +591,15 @@ class PlasmaOperations(pyfuse3.Operations):
             return
         self.readahead.forget()
         await self._changed(handle.commit())
-        self._committed(handle)
+        self._committed(handle.attr)
 
-    def _committed(self, handle: OpenFile) -> None:
+    def _committed(self, attr: Attr) -> None:
         """A leased directory's table (and the kernel's view) takes the attributes a
-        commit answered."""
+        change through this mount answered."""
         if self.behind is not None:
-            self.behind.update(handle.attr)
+            self.behind.update(attr)
         if self.view is not None:
-            self.view.committed(handle.attr)
+            self.view.committed(attr)
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
@@ -617,7 +613,7 @@ class PlasmaOperations(pyfuse3.Operations):
                 else:
                     await handle.release()
                     if writing:
-                        self._committed(handle)
+                        self._committed(handle.attr)
             except Exception as exc:  # nobody to tell but the log
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
             if writing:
