@@ -251,3 +251,11 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> None:
         except ChildProcessError:
             return
         time.sleep(0.01)
+
+
+def namenode_requests(address: str) -> dict[str, int]:
+    """How many requests of each kind the namenode at `address` has served so far."""
+    from plasmafs.client import SyncClient
+
+    with SyncClient(address) as fs:
+        return fs.request_counts()

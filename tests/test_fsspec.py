@@ -18,6 +18,7 @@ from fsspec.callbacks import Callback
 from plasmafs.client import SyncClient
 from plasmafs.client.fsspec_filesystem import PlasmaFileSystem
 from tests.accounts import UIDS, write_test_token
+from tests.cluster import namenode_requests
 from tests.conftest import DataCluster
 
 
@@ -26,11 +27,6 @@ def pfs_fs(inline_cluster: DataCluster) -> Iterator[PlasmaFileSystem]:
     fs = PlasmaFileSystem(inline_cluster.namenode.address, skip_instance_cache=True)
     yield fs
     fs.close()
-
-
-def _requests(address: str, op: str) -> int:
-    with SyncClient(address) as lib:
-        return lib.request_counts().get(op, 0)
 
 
 def test_paths_and_urls_name_the_path_and_the_cluster() -> None:
@@ -96,16 +92,17 @@ def test_ranges_are_read_from_the_datanodes_alone(
     assert fs.cat_file("/big", start=999_990, end=2_000_000) == data[999_990:]
     assert fs.cat_file("/big", start=50, end=10) == b""
     starts = list(range(0, 900_000, 9_000))
-    before = _requests(address, "blocks")
+    before = namenode_requests(address).get("blocks", 0)
     got = fs.cat_ranges(["/big"] * len(starts), starts, [s + 4096 for s in starts])
     assert got == [data[s : s + 4096] for s in starts]
-    assert _requests(address, "blocks") - before == 1  # one block list for 100 ranges
+    # one block list for 100 ranges
+    assert namenode_requests(address).get("blocks", 0) - before == 1
     with fs.open("/big", "rb", block_size=64 * 1024) as f:
-        before = _requests(address, "blocks")
+        before = namenode_requests(address).get("blocks", 0)
         for offset in (700_000, 3, 512_000, 999_000):
             f.seek(offset)
             assert f.read(5000) == data[offset : offset + 5000]
-        assert _requests(address, "blocks") == before  # the block list of open
+        assert namenode_requests(address).get("blocks", 0) == before  # the block list of open
     ranges = fs.cat_ranges(["/big", "/missing"], [0, 0], [3, 3])
     assert ranges[0] == data[:3] and isinstance(ranges[1], FileNotFoundError)
 

@@ -5,7 +5,6 @@ the namenode in batches with the times programs give them (mount/kernelview.py).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import time
@@ -14,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client, SyncClient
+from plasmafs.client import SyncClient
 from plasmafs.mount.options import MountOptions
+from tests.cluster import namenode_requests
 from tests.conftest import DataCluster
 from tests.mounts import Mount, mounted
 
@@ -26,14 +26,6 @@ pytestmark = pytest.mark.timeout(300)
 def mount(inline_cluster: DataCluster, tmp_path: Path) -> Iterator[Mount]:
     with mounted(inline_cluster.namenode.address, tmp_path / "mnt", "writeback_cache") as m:
         yield m
-
-
-def _commits(address: str) -> int:
-    async def counts() -> int:
-        async with Client(address) as fs:
-            return (await fs.request_counts()).get("commit", 0)
-
-    return asyncio.run(counts())
 
 
 def test_small_writes_arrive_whole_through_the_page_cache(
@@ -113,13 +105,13 @@ def test_small_files_still_go_in_batches_with_the_times_programs_set(
     address = inline_cluster.namenode.address
     tree = mount.path / "tree"
     tree.mkdir()
-    before = _commits(address)
+    before = namenode_requests(address).get("commit", 0)
     for k in range(200):
         (tree / f"f{k}").write_bytes(b"x" * (k + 1))
     subprocess.run(["touch", "-d", "2001-01-01 00:00:00 UTC", str(tree / "f5")], check=True)
     os.utime(tree / "f6", ns=(0, 1_234_567_890_123_456_789))
     with SyncClient(address) as lib:
-        assert _commits(address) - before < 40  # not one per file
+        assert namenode_requests(address).get("commit", 0) - before < 40  # not one per file
         assert all(lib.read_file(f"/tree/f{k}") == b"x" * (k + 1) for k in range(200))
         assert lib.stat("/tree/f5").mtime_ns == 978_307_200 * 10**9
         assert lib.stat("/tree/f6").mtime_ns == 1_234_567_890_123_456_789
@@ -142,17 +134,10 @@ def test_a_file_this_mount_made_is_not_looked_up_again_at_every_open(
     (mount.path / "made" / "small").write_bytes(b"small")
     time.sleep(0.5)  # the queue is sent
 
-    def block_lists() -> int:
-        async def counts() -> int:
-            async with Client(address) as fs:
-                return (await fs.request_counts()).get("blocks", 0)
-
-        return asyncio.run(counts())
-
-    before = block_lists()
+    before = namenode_requests(address).get("blocks", 0)
     for _ in range(5):
         assert (mount.path / "made" / "empty").read_bytes() == b""
         assert (mount.path / "made" / "small").read_bytes() == b"small"
     # One block list per open, and at most one retry per file (its first open may
     # find the table's mtime a little off the namenode's).
-    assert block_lists() - before <= 12
+    assert namenode_requests(address).get("blocks", 0) - before <= 12

@@ -6,7 +6,6 @@ restart hands the directories back to the namenode."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -17,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from loadtests.mount_bench import tree_build
-from plasmafs.client import Client, SyncClient
+from plasmafs.client import SyncClient
+from tests.cluster import namenode_requests
 from tests.conftest import DataCluster
 from tests.mounts import Mount, mounted, unmount
 
@@ -26,14 +26,6 @@ from tests.mounts import Mount, mounted, unmount
 def mount(inline_cluster: DataCluster, tmp_path: Path) -> Iterator[Mount]:
     with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
         yield m
-
-
-def _requests(address: str) -> dict[str, int]:
-    async def counts() -> dict[str, int]:
-        async with Client(address) as fs:
-            return await fs.request_counts()
-
-    return asyncio.run(counts())
 
 
 def _content(k: int) -> bytes:
@@ -45,14 +37,14 @@ def test_small_files_go_to_the_namenode_in_batches(
 ) -> None:
     address = inline_cluster.namenode.address
     (mount.path / "d").mkdir()
-    before = _requests(address)
+    before = namenode_requests(address)
     for k in range(300):
         (mount.path / "d" / f"f{k}").write_bytes(_content(k))
     for k in range(0, 300, 3):
         (mount.path / "d" / f"f{k}").unlink()
     (mount.path / "d" / "sub").mkdir()
     (mount.path / "d" / "sub" / "deep").write_bytes(b"deep")
-    made = _requests(address)
+    made = namenode_requests(address)
     assert made.get("lookup", 0) - before.get("lookup", 0) == 0
     assert made.get("commit", 0) - before.get("commit", 0) < 30  # not one per file
     # The library waits for the mount to send it all, and sees every file whole.
@@ -123,12 +115,12 @@ def test_existing_directories_are_leased_when_the_mount_changes_them(
             fs.mkdir(f"/old/d{d}", parents=True)
             for f in range(30):
                 fs.write_file(f"/old/d{d}/f{f}", _content(f))
-    before = _requests(address)
+    before = namenode_requests(address)
     removed = subprocess.run(["rm", "-rf", str(mount.path / "old")], capture_output=True)
     assert removed.returncode == 0, removed.stderr
     for k in range(100):
         (mount.path / "existing" / f"f{k}").write_bytes(_content(k))
-    made = _requests(address)
+    made = namenode_requests(address)
     assert made.get("commit", 0) - before.get("commit", 0) < 60  # 411 changes, in batches
     assert made.get("lease_dir", 0) - before.get("lease_dir", 0) == 12
     with SyncClient(address) as fs:  # recalls the leases: sees all the mount did
@@ -147,11 +139,11 @@ def test_a_directory_of_another_owner_is_changed_through_the_namenode(
     with SyncClient(address) as fs:
         fs.mkdir("/theirs", mode=0o777)
         fs.setattr("/theirs", uid=4242)
-    before = _requests(address)
+    before = namenode_requests(address)
     for k in range(5):
         (mount.path / "theirs" / f"f{k}").write_bytes(_content(k))
     (mount.path / "theirs" / "f0").unlink()
-    made = _requests(address)
+    made = namenode_requests(address)
     assert made.get("commit", 0) - before.get("commit", 0) >= 6  # one per change
     with SyncClient(address) as fs:
         assert sorted(e.name for e in fs.scandir("/theirs")) == [f"f{k}" for k in range(1, 5)]
@@ -220,10 +212,10 @@ def test_no_write_behind_sends_every_change_at_once(
     address = inline_cluster.namenode.address
     with mounted(address, tmp_path / "mnt", "no_write_behind") as m:
         (m.path / "d").mkdir()
-        before = _requests(address)
+        before = namenode_requests(address)
         for k in range(10):
             (m.path / "d" / f"f{k}").write_bytes(b"x")
-        after = _requests(address)
+        after = namenode_requests(address)
     assert after["create"] - before.get("create", 0) == 10
 
 
