@@ -54,6 +54,7 @@ class Client:
         *,
         connect_timeout: float = 10.0,
         local_reads: bool | None = None,
+        local_writes: bool | None = None,
         tls: ChannelTLS | Literal[False] | None = None,
         token: str | None = None,
         token_file: Path | None = None,
@@ -68,7 +69,9 @@ class Client:
         `lock_wait`: how long the one-shot changes (mkdir, create, rename, ...) wait for
         a lock another transaction holds before they fail with ConflictError.
         `durable_commits=False` makes commits relaxed (answered before the namenode's
-        WAL flush, durable within about a second or at `sync()`)."""
+        WAL flush, durable within about a second or at `sync()`). `local_reads`,
+        `local_writes`: data through shared memory with datanodes on this host (None:
+        yes, unless PFS_LOCAL_READS=0 or PFS_LOCAL_WRITES=0)."""
         if lock_wait < 0:
             raise InvalidArgumentError("lock_wait must be >= 0")
         self.address = address
@@ -84,8 +87,8 @@ class Client:
         self._conn: Connection | None = None
         self._connecting = asyncio.Lock()
         self._refused: AuthenticationError | None = None
-        # Shared-memory reads from datanodes on this host (default: unless PFS_LOCAL_READS=0).
         self._local_reads = local_reads
+        self._local_writes = local_writes
         self._data: DataChannels | None = None
 
     @property
@@ -95,7 +98,7 @@ class Client:
         if self._data is None:
             from plasmafs.client.datapath import DataChannels
 
-            self._data = DataChannels(self._local_reads, self.tls)
+            self._data = DataChannels(self._local_reads, self.tls, self._local_writes)
         return self._data
 
     async def __aenter__(self) -> Client:

@@ -1,5 +1,6 @@
 """Talking to datanodes: one channel per datanode address, range reads as streams, range
-writes fed from a bounded queue so that no more than a few chunks are in memory."""
+writes fed from a bounded queue so that no more than a few chunks are in memory; a
+datanode on this host gets range writes through shared memory instead (localwrite.py)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,27 @@ from plasmafs.client.attributes import Replica
 from plasmafs.client.dataframes import DatanodeStub
 from plasmafs.client.errors import PlasmaError, UnavailableError
 from plasmafs.client.localread import LocalReads
+from plasmafs.client.localwrite import LocalWrites
 from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
 from plasmafs.client.security import ChannelTLS, open_channel
 
 
 class DataChannels:
-    """gRPC channels to datanodes, opened on first use and kept, and the local-read
-    connections to datanodes on this host."""
+    """gRPC channels to datanodes, opened on first use and kept, and the shared-memory
+    connections to datanodes on this host (for reads, and for writes)."""
 
-    def __init__(self, local_reads: bool | None = None, tls: ChannelTLS | None = None) -> None:
+    def __init__(
+        self,
+        local_reads: bool | None = None,
+        tls: ChannelTLS | None = None,
+        local_writes: bool | None = None,
+    ) -> None:
         self.tls = tls
         self._stubs: dict[tuple[str, bool], DatanodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
         self.local = LocalReads(local_reads)
+        self.local_writes = LocalWrites(self.local, local_writes)
 
     def stub(self, replica: Replica) -> DatanodeStub:
         """The stub for a replica's datanode: over TLS unless the namenode says that
@@ -95,12 +103,24 @@ async def read_range(
 async def write_range(
     channels: DataChannels,
     replica: Replica,
+    blocksize: int,
     first_block: int,
     block_count: int,
     chunks: asyncio.Queue[bytes | memoryview | None],
 ) -> int:
     """Write the chunks from `chunks` (None ends them) to the replica's blocks; returns the
-    bytes the datanode made durable."""
+    bytes the datanode made durable. Through shared memory when the datanode is on this
+    host and takes the connection, else over gRPC."""
+    local = channels.local_writes
+    if local.usable(replica):
+        try:
+            conn = await local.connect(replica)
+        except UnavailableError:
+            pass  # refused or gone: gRPC below
+        else:
+            return await local.write_range(
+                conn, replica, blocksize, first_block, block_count, chunks
+            )
     head = dpb.WriteChunk(
         ticket=_ticket(replica),
         block_start=replica.block_start + first_block,

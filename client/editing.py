@@ -224,7 +224,7 @@ class FileEditor:
                 for message in messages:
                     queue.put_nowait(message)
                 queue.put_nowait(None)
-                streams.append(write_range(self._channels, replica, 0, len(mine), queue))
+                streams.append(write_range(self._channels, replica, bs, 0, len(mine), queue))
         await asyncio.gather(*streams)
 
     async def close(self) -> Attr:

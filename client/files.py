@@ -288,7 +288,7 @@ class FileWriter(_FileObject):
         self._queues = [asyncio.Queue(maxsize=depth) for _ in self._current.replicas]
         self._tasks = [
             asyncio.ensure_future(
-                write_range(self._channels, replica, 0, self._current.block_count, queue)
+                write_range(self._channels, replica, self._bs, 0, self._current.block_count, queue)
             )
             for replica, queue in zip(self._current.replicas, self._queues, strict=True)
         ]

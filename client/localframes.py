@@ -1,4 +1,4 @@
-"""The framing of the local-read Unix socket, shared by the client and the datanode:
+"""The framing of the local data socket, shared by the client and the datanode:
 each message is its 4-byte big-endian length, then its bytes; and the size of the
 shared-memory segment a connection reads into."""
 
@@ -18,8 +18,8 @@ def slot_size(blocksize: int) -> int:
     return max(SLOT_BYTES, blocksize)
 
 
-def frame(message: dpb.ReadRequest | dpb.LocalReadReply) -> bytes:
-    """A message as it travels on a local-read socket: its length, then its bytes."""
+def frame(message: dpb.LocalRequest | dpb.LocalReply) -> bytes:
+    """A message as it travels on a local data socket: its length, then its bytes."""
     payload = message.SerializeToString()
     return _LEN.pack(len(payload)) + payload
 

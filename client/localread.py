@@ -6,6 +6,7 @@ read request (with its ticket, checked as on the gRPC path) is answered by filli
 segment and telling where the bytes are. Nothing crosses a socket but a few dozen
 bytes per request, and the segment only ever holds data this connection's tickets
 allowed. When either side goes away the segment is freed with the last descriptor.
+The connections are pooled here for local writes too (localwrite.py).
 
 Whether to use it: the replica's datanode must name this host (its host identity,
 default the hostname) and a socket path that exists here, and PFS_LOCAL_READS must not
@@ -44,10 +45,10 @@ def local_reads_enabled() -> bool:
 
 
 class LocalConnection:
-    """One connection to a datanode's local-read socket.
+    """One connection to a datanode's local data socket and the segment it shares.
 
-    The first request waits in a thread (its reply carries the segment's descriptor,
-    which asyncio cannot receive); later ones run on the event loop, with no thread hop.
+    The first call waits in a thread (its reply carries the segment's descriptor, which
+    asyncio cannot receive); later ones run on the event loop, with no thread hop.
     """
 
     def __init__(self, path: str, timeout: float = 30.0) -> None:
@@ -64,20 +65,41 @@ class LocalConnection:
         self._on_loop = False  # non-blocking, for the event loop's sock_* calls
         self._head = bytearray(4)
 
+    @property
+    def segment(self) -> memoryview:
+        """The shared segment (writable: local writes put their data here)."""
+        if self._segment is None:
+            raise UnavailableError("the datanode sent no shared-memory segment")
+        return memoryview(self._segment)
+
     async def read(self, request: dpb.ReadRequest) -> memoryview:
         """The requested bytes, valid until the next read on this connection."""
+        return self._view(await self.call(dpb.LocalRequest(read=request)))
+
+    async def call(self, request: dpb.LocalRequest) -> dpb.LocalReply:
+        """Send one request and wait for its reply (an error reply raises)."""
         if self._segment is None:
-            return await asyncio.to_thread(self.read_blocking, request)
+            return await asyncio.to_thread(self.call_blocking, request)
+        async with asyncio.timeout(self._timeout):
+            await self.send(request)
+            return await self.receive()
+
+    async def send(self, request: dpb.LocalRequest) -> None:
+        """Send a request from the event loop; its reply comes, in order, from `receive`.
+        Only once the segment is here (after a first `call`)."""
         if not self._on_loop:
             self._sock.setblocking(False)  # the loop's sock_* calls need it
             self._on_loop = True
+        await asyncio.get_running_loop().sock_sendall(self._sock, frame(request))
+
+    async def receive(self) -> dpb.LocalReply:
+        """The reply to the oldest request sent and not yet answered (an error raises)."""
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self._timeout):
-            await loop.sock_sendall(self._sock, frame(request))
             await self._recv_into(loop, memoryview(self._head))
             body = bytearray(body_length(self._head))
             await self._recv_into(loop, memoryview(body))
-        return self._view(dpb.LocalReadReply.FromString(bytes(body)))
+        return _checked(dpb.LocalReply.FromString(bytes(body)))
 
     async def _recv_into(self, loop: asyncio.AbstractEventLoop, buffer: memoryview) -> None:
         while buffer:
@@ -88,6 +110,10 @@ class LocalConnection:
 
     def read_blocking(self, request: dpb.ReadRequest) -> memoryview:
         """`read` without an event loop (from a thread)."""
+        return self._view(self.call_blocking(dpb.LocalRequest(read=request)))
+
+    def call_blocking(self, request: dpb.LocalRequest) -> dpb.LocalReply:
+        """`call` without an event loop (from a thread); the first call takes the segment."""
         if self._on_loop:
             self._sock.settimeout(self._timeout)
             self._on_loop = False
@@ -105,23 +131,18 @@ class LocalConnection:
             if fds:
                 try:
                     size = os.fstat(fds[0]).st_size
-                    self._segment = mmap.mmap(fds[0], size, prot=mmap.PROT_READ)
+                    self._segment = mmap.mmap(fds[0], size)
                 finally:
                     os.close(fds[0])
         else:
             head = recv_exact(self._sock, 4)
-        reply = dpb.LocalReadReply.FromString(recv_exact(self._sock, body_length(head)))
-        return self._view(reply)
+        return _checked(dpb.LocalReply.FromString(recv_exact(self._sock, body_length(head))))
 
-    def _view(self, reply: dpb.LocalReadReply) -> memoryview:
-        if reply.code:
-            raise error_from_wire(reply.code, reply.message)
-        if self._segment is None:
-            raise UnavailableError("the datanode sent no shared-memory segment")
-        return memoryview(self._segment)[reply.data_offset : reply.data_offset + reply.length]
+    def _view(self, reply: dpb.LocalReply) -> memoryview:
+        return self.segment[reply.data_offset : reply.data_offset + reply.length]
 
     def shutdown(self) -> None:
-        """End both directions: a read waiting on this connection fails at once."""
+        """End both directions: a call waiting on this connection fails at once."""
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
 
@@ -133,6 +154,12 @@ class LocalConnection:
             # A caller may still hold a view; then the mapping goes when it does.
             with contextlib.suppress(BufferError):
                 self._segment.close()
+
+
+def _checked(reply: dpb.LocalReply) -> dpb.LocalReply:
+    if reply.code:
+        raise error_from_wire(reply.code, reply.message)
+    return reply
 
 
 class LocalReads:
@@ -149,9 +176,12 @@ class LocalReads:
 
     def usable(self, replica: Replica) -> bool:
         """True if `replica` can be read through shared memory from here."""
+        return self.enabled and self.reachable(replica)
+
+    def reachable(self, replica: Replica) -> bool:
+        """True if `replica`'s datanode is on this host and serves a local socket here."""
         return (
-            self.enabled
-            and bool(replica.local_socket)
+            bool(replica.local_socket)
             and replica.host == self._host
             and os.path.exists(replica.local_socket)
         )
@@ -179,7 +209,7 @@ class LocalReads:
         )  # fmt: skip
         if not requests:
             return
-        conns = [await self._take(replica.local_socket)]
+        conns = [await self.take(replica.local_socket)]
         inflight: collections.deque[tuple[LocalConnection, asyncio.Future[memoryview]]] = (
             collections.deque()
         )
@@ -195,7 +225,7 @@ class LocalReads:
         try:
             launch(conns[0])
             while len(conns) < READ_DEPTH and launched < len(requests):
-                conns.append(await self._take(replica.local_socket))
+                conns.append(await self.take(replica.local_socket))
                 launch(conns[-1])
             while inflight:
                 conn, future = inflight.popleft()
@@ -211,12 +241,8 @@ class LocalReads:
             raise UnavailableError(f"local read from {replica.local_socket} failed: {exc}") from exc
         finally:
             if healthy:
-                idle = self._idle.setdefault(replica.local_socket, [])
                 for conn in conns:
-                    if len(idle) < MAX_IDLE:
-                        idle.append(conn)
-                    else:
-                        conn.close()
+                    self.keep(conn)
             else:
                 # Reads left in flight by an error or a caller that stopped: end them (a
                 # shut-down socket fails them, even in a thread) before the sockets close.
@@ -228,7 +254,8 @@ class LocalReads:
                 for conn in conns:
                     conn.close()
 
-    async def _take(self, path: str) -> LocalConnection:
+    async def take(self, path: str) -> LocalConnection:
+        """An idle connection to the socket at `path`, or a new one."""
         idle = self._idle.get(path)
         if idle:
             return idle.pop()
@@ -236,6 +263,14 @@ class LocalReads:
             return await asyncio.to_thread(LocalConnection, path)
         except OSError as exc:
             raise UnavailableError(f"cannot connect to {path}: {exc}") from exc
+
+    def keep(self, conn: LocalConnection) -> None:
+        """Give back a connection that is in a clean state (no call left unanswered)."""
+        idle = self._idle.setdefault(conn.path, [])
+        if len(idle) < MAX_IDLE:
+            idle.append(conn)
+        else:
+            conn.close()
 
     def close(self) -> None:
         """Close every pooled connection."""

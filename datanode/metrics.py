@@ -1,6 +1,6 @@
 """The datanode's Prometheus metrics, served over HTTP when `metrics_listen` is set:
-scrub progress, copy tasks and their bytes, and the bytes the gRPC service read and
-wrote, next to the process' own CPU and memory.
+scrub progress, copy tasks and their bytes, and the bytes the gRPC service and the
+local data path read and wrote, next to the process' own CPU and memory.
 
 The values are plain counters the event loop keeps on the servicer, the copier and the
 scrubber. prometheus_client serves scrapes on its own threads, so a scrape asks the
@@ -14,12 +14,17 @@ from collections.abc import Callable
 from plasmafs.client.daemon_metrics import LoopMetrics, Values
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats
+from plasmafs.datanode.local import LocalDataServer
 from plasmafs.datanode.scrubber import Scrubber
 from plasmafs.datanode.service import DatanodeServicer
 
 
 def values(
-    servicer: DatanodeServicer, copier: Copier, scrubber: Scrubber, heartbeats: Heartbeats
+    servicer: DatanodeServicer,
+    local: LocalDataServer | None,
+    copier: Copier,
+    scrubber: Scrubber,
+    heartbeats: Heartbeats,
 ) -> Values:
     """Every exported value, read on the event loop."""
     return {
@@ -27,6 +32,14 @@ def values(
         "pfs_datanode_written_bytes_total": (
             "Bytes made durable by WriteBlocks",
             servicer.bytes_written,
+        ),
+        "pfs_datanode_local_read_bytes_total": (
+            "Bytes served through shared memory to clients on this host",
+            local.bytes_read if local is not None else 0,
+        ),
+        "pfs_datanode_local_written_bytes_total": (
+            "Bytes made durable from shared memory for clients on this host",
+            local.bytes_written if local is not None else 0,
         ),
         "pfs_datanode_copies_started_total": ("Copy tasks started", copier.started),
         "pfs_datanode_copies_succeeded_total": ("Copy tasks that ended OK", copier.succeeded),

@@ -17,7 +17,7 @@ from plasmafs.client.security import add_port
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats, NamenodeLink, Outbox
 from plasmafs.datanode.inflight import InflightWrites
-from plasmafs.datanode.local import LocalReadServer
+from plasmafs.datanode.local import LocalDataServer
 from plasmafs.datanode.metrics import DatanodeMetrics, values
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.registration import Registration
@@ -42,16 +42,18 @@ async def serve(settings: DatanodeSettings) -> None:
     # The scrub reads on a thread of its own: a pass never takes the threads clients need.
     scrub_reader = ThreadPoolExecutor(1, thread_name_prefix="pfs-scrub")
     registration = Registration()
+    inflight = InflightWrites()
     local = None
     if settings.local_reads:
-        local = LocalReadServer(
+        local = LocalDataServer(
             settings.local_socket or settings.volume / "datanode.sock",
             volume,
             registration,
+            inflight,
             settings.local_read_connections,
         )
     try:
-        await _serve(settings, volume, registration, io, scrub_reader, local)
+        await _serve(settings, volume, registration, inflight, io, scrub_reader, local)
     finally:
         # Every thread that reads or writes the volume has ended before it closes.
         if local is not None:
@@ -65,11 +67,11 @@ async def _serve(
     settings: DatanodeSettings,
     volume: Volume,
     registration: Registration,
+    inflight: InflightWrites,
     io: ThreadPoolExecutor,
     scrub_reader: ThreadPoolExecutor,
-    local: LocalReadServer | None,
+    local: LocalDataServer | None,
 ) -> None:
-    inflight = InflightWrites()
     servicer = DatanodeServicer(volume, registration, io, inflight)
     server = grpc.aio.server(options=channels.DATANODE_SERVER)
     add_to_server(servicer, server)
@@ -104,7 +106,7 @@ async def _serve(
         settings.scrub_pause,
     )
     heartbeats = Heartbeats(link, outbox, copier, scrubber)
-    metrics = DatanodeMetrics(lambda: values(servicer, copier, scrubber, heartbeats))
+    metrics = DatanodeMetrics(lambda: values(servicer, local, copier, scrubber, heartbeats))
     background: list[asyncio.Task[None]] = []
     try:
         await link.register()

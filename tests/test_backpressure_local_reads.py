@@ -76,7 +76,8 @@ async def _local_file(fs: Client, size: int) -> tuple[bytes, Replica]:
 async def test_a_connection_over_the_cap_is_refused_and_reads_go_over_grpc(
     capped: CappedCluster,
 ) -> None:
-    fs = Client(capped.namenode.address, local_reads=True)
+    # Written over gRPC: a pooled local-write connection would hold one of the slots.
+    fs = Client(capped.namenode.address, local_reads=True, local_writes=False)
     held: list[LocalConnection] = []
     try:
         data, replica = await _local_file(fs, 20 * BS + 5)
@@ -102,6 +103,36 @@ async def test_a_connection_over_the_cap_is_refused_and_reads_go_over_grpc(
             if fs.data.local.reads:
                 break
         assert fs.data.local.reads > 0
+    finally:
+        for conn in held:
+            conn.close()
+        await fs.close()
+
+
+async def test_a_refused_local_write_goes_over_grpc(capped: CappedCluster) -> None:
+    fs = Client(capped.namenode.address, local_writes=True)
+    held: list[LocalConnection] = []
+    try:
+        _, replica = await _local_file(fs, BS)
+        assert fs.data.local_writes.pieces == 1
+        await fs.close()  # its pooled connection frees its slot
+        fs = Client(capped.namenode.address, local_writes=True)
+        request = _first_block(replica)
+        for _ in range(1000):  # until the datanode has seen the closed one end
+            conn = LocalConnection(replica.local_socket)
+            try:
+                conn.read_blocking(request)  # served: it holds a slot
+            except UnavailableError:
+                conn.close()
+                await asyncio.sleep(0.01)
+                continue
+            held.append(conn)
+            if len(held) == CAP:
+                break
+        assert len(held) == CAP
+        data, _ = await _local_file(fs, 20 * BS + 5)
+        assert fs.data.local_writes.pieces == 0  # refused, so written over gRPC
+        assert await fs.read_file("/f") == data
     finally:
         for conn in held:
             conn.close()

@@ -153,15 +153,12 @@ def test_a_thousand_killed_readers_leave_nothing_behind(data_cluster: DataCluste
         fs.write_file("/big", os.urandom(8 * BS), replication=3)
         replica = fs.blocks("/big").extents[0].replicas[0]
     node = next(d for d in data_cluster.datanodes if d.datanode_id == replica.datanode_id)
-    request = (
-        dpb.ReadRequest(
-            ticket=dpb.Ticket.FromString(replica.ticket),
-            block_start=replica.block_start,
-            block_count=1,
-        )
-        .SerializeToString()
-        .hex()
+    read = dpb.ReadRequest(
+        ticket=dpb.Ticket.FromString(replica.ticket),
+        block_start=replica.block_start,
+        block_count=1,
     )
+    request = dpb.LocalRequest(read=read).SerializeToString().hex()
     shm_before = sorted(os.listdir("/dev/shm"))
     memfds_before = _memfds(node.pid)
     for batch in range(50):

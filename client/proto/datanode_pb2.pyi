@@ -78,7 +78,29 @@ class InfoReply(_message.Message):
     capacity_blocks: int
     def __init__(self, identity: _Optional[str] = ..., datanode_id: _Optional[int] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ...) -> None: ...
 
-class LocalReadReply(_message.Message):
+class LocalRequest(_message.Message):
+    __slots__ = ("read", "write")
+    READ_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    read: ReadRequest
+    write: LocalWrite
+    def __init__(self, read: _Optional[_Union[ReadRequest, _Mapping]] = ..., write: _Optional[_Union[LocalWrite, _Mapping]] = ...) -> None: ...
+
+class LocalWrite(_message.Message):
+    __slots__ = ("ticket", "block_start", "data_offset", "length", "sync")
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    DATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_FIELD_NUMBER: _ClassVar[int]
+    ticket: Ticket
+    block_start: int
+    data_offset: int
+    length: int
+    sync: bool
+    def __init__(self, ticket: _Optional[_Union[Ticket, _Mapping]] = ..., block_start: _Optional[int] = ..., data_offset: _Optional[int] = ..., length: _Optional[int] = ..., sync: _Optional[bool] = ...) -> None: ...
+
+class LocalReply(_message.Message):
     __slots__ = ("code", "message", "data_offset", "length")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
