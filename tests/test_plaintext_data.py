@@ -68,7 +68,7 @@ async def test_data_travels_in_plaintext_with_tickets(
 ) -> None:
     namenode, datanodes = plain
     data = os.urandom(5 * BS + 17)
-    async with Client(namenode.address, local_reads=False) as fs:
+    async with Client(namenode.address, local_reads=False, local_writes=False) as fs:
         await _live(fs, 2)
         await fs.write_file("/f", data, replication=1)
         assert await fs.read_file("/f") == data
