@@ -32,7 +32,7 @@ CAPACITY = 256 * BS
 
 
 class Healing:
-    """A namenode that declares replicas lost after 2 s, and three datanodes."""
+    """A namenode that declares replicas lost after 8 s, and three datanodes."""
 
     def __init__(self, namenode: NamenodeProcess, datanodes: list[DatanodeProcess], home: Path):
         self.namenode = namenode
@@ -52,7 +52,9 @@ def healing(dsn: str, tmp_path: Path) -> Iterator[Healing]:
             "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(BS),
             "PFS_NAMENODE_DATANODE_DEAD_AFTER": "2",
             "PFS_NAMENODE_HEARTBEAT_MS": "200",
-            "PFS_NAMENODE_REPLICA_LOST_AFTER": "3",
+            # Suspect for 6 s before lost and copied anew: long enough for the tests to
+            # see the under-replicated state however busy the machine is.
+            "PFS_NAMENODE_REPLICA_LOST_AFTER": "8",
         },
     ).start()
     datanodes: list[DatanodeProcess] = []
