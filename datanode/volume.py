@@ -26,6 +26,7 @@ DATA = "volume.data"
 CRC = "volume.crc"
 _CRC = struct.Struct("<I")
 READ_PIECE = 256 * 1024  # bytes read and checksummed at a time by read_into (fits in L2)
+READ_AHEAD = 8 * 1024 * 1024  # bytes a streamed read asks the kernel for ahead of itself
 DIRECT_BUFFER = 4 * 1024 * 1024  # a thread's aligned buffer for direct writes
 
 
@@ -54,6 +55,12 @@ class Volume:
         self.sync = sync
         self._data = os.open(directory / DATA, os.O_RDWR)
         self._crc = os.open(directory / CRC, os.O_RDWR)
+        # The volume is one file holding every block: the kernel's own read-ahead,
+        # which guesses from sequential reads (up to read_ahead_kb, often 8 MiB), would
+        # read past a range into other files' blocks or never-written space. Reads say
+        # exactly which blocks they want instead (will_read). 8 readers of 1 MiB files
+        # through the mount: 300 -> 393 files/s, a third less CPU per file.
+        os.posix_fadvise(self._data, 0, 0, os.POSIX_FADV_RANDOM)
         self._direct: int | None = None
         if direct:
             try:
@@ -145,6 +152,12 @@ class Volume:
                 f"{self.info.capacity_blocks} blocks"
             )
 
+    def will_read(self, block_start: int, block_count: int) -> None:
+        """Have the kernel start reading these blocks from disk (the read-ahead of a
+        range, which the volume's file does not get by itself)."""
+        bs = self.info.blocksize
+        os.posix_fadvise(self._data, block_start * bs, block_count * bs, os.POSIX_FADV_WILLNEED)
+
     def read_blocks(self, block_start: int, block_count: int) -> bytes:
         """Whole blocks, each verified against its checksum."""
         bs = self.info.blocksize
@@ -164,6 +177,7 @@ class Volume:
         bs = self.info.blocksize
         if len(buffer) != block_count * bs:
             raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
+        self.will_read(block_start, block_count)
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
         # A piece is checked right after it is read, while it is still in the CPU cache:
         # one pass over memory instead of two.
@@ -191,7 +205,10 @@ class Volume:
         except OSError:  # a checksum that cannot be read verifies nothing
             crcs = b""
         bad = []
+        ahead = max(1, READ_AHEAD // bs)
         for i in range(block_count):
+            if i % ahead == 0:
+                self.will_read(block_start + i, min(ahead, block_count - i))
             if len(crcs) < (i + 1) * 4 or not self._block_matches(
                 block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer
             ):
