@@ -441,14 +441,19 @@ class FileReader(_FileObject):
 
     async def open(self) -> FileReader:
         """Fetch the attributes and the whole block list (the only namenode requests while
-        the tickets live)."""
+        the tickets live); by inode number, both in one round trip."""
         if isinstance(self.path, int):
-            attr = await self._reads.getattr(self.path)
+            sent = self._reads.getattr(self.path), self._reads.blocks(self.path)
+            attr, blocks = await asyncio.gather(*sent, return_exceptions=True)
+            if isinstance(attr, BaseException):
+                raise attr
+            _check_regular(attr, self.path)
+            if isinstance(blocks, BaseException):
+                raise blocks
         else:
-            attr = await self._reads.stat(self.path)
-        if attr.kind is not FileKind.FILE:
-            raise IsDirectoryError(f"{self.path} is not a regular file")
-        self._take(await self._reads.blocks(attr.ino))
+            attr = _check_regular(await self._reads.stat(self.path), self.path)
+            blocks = await self._reads.blocks(attr.ino)
+        self._take(blocks)
         self.attr = attr
         return self
 
@@ -669,3 +674,10 @@ class FileReader(_FileObject):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _check_regular(attr: Attr, path: str | int) -> Attr:
+    """`attr`, unless it is not a regular file's (IsDirectoryError)."""
+    if attr.kind is not FileKind.FILE:
+        raise IsDirectoryError(f"{path} is not a regular file")
+    return attr
