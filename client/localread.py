@@ -22,6 +22,7 @@ import collections
 import contextlib
 import mmap
 import os
+import select
 import socket
 from collections.abc import AsyncGenerator
 
@@ -64,6 +65,11 @@ class LocalConnection:
         self._segment: mmap.mmap | None = None
         self._on_loop = False  # non-blocking, for the event loop's sock_* calls
         self._head = bytearray(4)
+
+    @property
+    def has_segment(self) -> bool:
+        """True once the datanode's segment is mapped here (after a first call)."""
+        return self._segment is not None
 
     @property
     def segment(self) -> memoryview:
@@ -140,6 +146,15 @@ class LocalConnection:
 
     def _view(self, reply: dpb.LocalReply) -> memoryview:
         return self.segment[reply.data_offset : reply.data_offset + reply.length]
+
+    def still_open(self) -> bool:
+        """For an idle connection: True unless the datanode has closed it (it went away).
+        Nothing is ever left to read on an idle connection, so readable means gone."""
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
 
     def shutdown(self) -> None:
         """End both directions: a call waiting on this connection fails at once."""
@@ -257,8 +272,11 @@ class LocalReads:
     async def take(self, path: str) -> LocalConnection:
         """An idle connection to the socket at `path`, or a new one."""
         idle = self._idle.get(path)
-        if idle:
-            return idle.pop()
+        while idle:
+            conn = idle.pop()
+            if conn.still_open():
+                return conn
+            conn.close()  # its datanode restarted or went away
         try:
             return await asyncio.to_thread(LocalConnection, path)
         except OSError as exc:

@@ -49,8 +49,10 @@ class LocalWrites:
         UnavailableError when the datanode cannot be reached or refuses (then the caller
         writes over gRPC)."""
         conn = await self._pool.take(replica.local_socket)
+        if conn.has_segment:
+            return conn
         try:
-            await conn.call(dpb.LocalRequest())  # a no-op the first time: takes the segment
+            await conn.call(dpb.LocalRequest())  # asks for nothing but the segment
         except (PlasmaError, OSError, ConnectionError) as exc:
             conn.close()
             if isinstance(exc, UnavailableError):

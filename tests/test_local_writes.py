@@ -3,6 +3,7 @@ write tickets, a segment the client cannot resize, and the switch to turn them o
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import socket
@@ -138,6 +139,25 @@ async def test_a_datanode_killed_mid_write_fails_the_write(
         await writer.close()
     assert await dfs.read_file("/keep") == b"old"
     assert dfs.data.local_writes.pieces > 0
+
+
+async def test_pooled_connections_of_a_restarted_datanode_are_not_reused(
+    dfs: Client, data_cluster: DataCluster
+) -> None:
+    for n in range(3):
+        await dfs.write_file(f"/before{n}", os.urandom(BS), replication=3)
+    for datanode in data_cluster.datanodes:  # every pooled connection's peer goes away
+        datanode.stop()
+        datanode.start()
+    for _ in range(100):
+        if (await dfs.fsstat()).live_datanodes == 3:
+            break
+        await asyncio.sleep(0.1)
+    before = dfs.data.local_writes.pieces
+    data = os.urandom(5 * BS)
+    await dfs.write_file("/after", data, replication=3)  # new connections, not a failure
+    assert dfs.data.local_writes.pieces == before + 3
+    assert await dfs.read_file("/after") == data
 
 
 async def test_switch_off_with_the_environment(
