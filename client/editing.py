@@ -46,26 +46,36 @@ class FileEditor:
         self._truncated_to: int | None = None  # lowest size set since the last commit
         self._mtime_ns: int | None = None  # set explicitly since the last commit
         self._reader: FileReader | None = None
+        self._base_size = 0  # the size of the version edited (committed last)
 
     async def open(self) -> FileEditor:
         """Read the file's attributes and block list (the version edited)."""
+        self._take(await self._open_reader())
+        return self
+
+    async def _open_reader(self) -> FileReader:
         reader = FileReader(await self._reads(), self._channels, self.ino)
         await reader.open()
         assert reader.attr is not None
         if reader.attr.kind is not FileKind.FILE:
+            await reader.close()
             raise IsDirectoryError(f"inode {self.ino} is not a regular file")
+        return reader
+
+    def _take(self, reader: FileReader) -> None:
+        """Edit the version `reader` holds from now on."""
+        assert reader.attr is not None
         self._reader, self.attr = reader, reader.attr
-        self.size, self._bs = reader.size, reader.attr.blocksize
-        return self
+        self.size = self._base_size = reader.size
+        self._bs = reader.attr.blocksize
 
     @property
     def dirty(self) -> bool:
         """True if something changed since the last commit."""
-        return bool(self._dirty) or self._truncated_to is not None or self.size != self._size()
+        return bool(self._dirty) or self._truncated_to is not None or self.size != self._base_size
 
     def _size(self) -> int:
-        assert self._reader is not None
-        return self._reader.size
+        return self._base_size
 
     async def pwrite(self, offset: int, data: bytes | bytearray | memoryview) -> int:
         """Write `data` at `offset` (past the end: the gap reads as zeros)."""
@@ -167,11 +177,16 @@ class FileEditor:
         except BaseException:
             await t.abort()
             raise
+        # The new version is the one edited from now on. Until its reader is open the
+        # old one still serves, with the committed changes on top (a read or a look
+        # at `dirty` meanwhile sees the file as it is), then they change places at once.
+        reader = await self._open_reader()
         self._dirty.clear()
         self._truncated_to = self._mtime_ns = None
-        await self._close_reader()
-        self.attr = attr
-        await self.open()  # the new version is the one edited from now on
+        old, self._reader = self._reader, None
+        self._take(reader)
+        if old is not None:
+            await old.close()
         return attr
 
     async def _commit_inline(self, t: Transaction) -> Attr:

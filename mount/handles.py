@@ -10,10 +10,16 @@ from offset 0 while empty (a new file, O_TRUNC, cp, dd) streams through a
 never in place. flush (close), fsync and release commit, so the content is durable
 and visible to every later open; until then nothing of it is visible, and if the
 mount goes away it is dropped whole.
+
+The kernel may send requests for one open file at the same time (with writeback
+caching it writes pages back while the program closes or changes the file): whatever
+changes or commits what a handle wrote runs one at a time, so that no write lands in
+the middle of a commit and is then forgotten with what was committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 
 import pyfuse3
@@ -37,6 +43,7 @@ class OpenFile:
         self.writer: FileWriter | None = None
         self.editor: FileEditor | None = None
         self.prefetch: Prefetch | None = None  # with the reader: chunks read ahead
+        self._changing = asyncio.Lock()  # held by whatever changes or commits the content
 
     @classmethod
     async def for_reading(cls, fs: Client, ino: int, *, writable: bool) -> OpenFile:
@@ -64,10 +71,11 @@ class OpenFile:
 
     async def read(self, offset: int, size: int) -> bytes:
         """Up to `size` bytes at `offset`, this handle's own writes included."""
-        if self.writer is not None:
-            await self.commit()
-        if self.editor is not None:
-            return await self.editor.pread(offset, size)
+        if self.writer is not None or self.editor is not None:
+            async with self._changing:
+                await self._commit_streamed()
+                if self.editor is not None:
+                    return await self.editor.pread(offset, size)
         if self.reader is None:
             self.reader = await _reader(self.fs, self.ino)
         if self.prefetch is None:
@@ -78,6 +86,10 @@ class OpenFile:
         """Write `data` at `offset`."""
         if not self.writable:
             raise pyfuse3.FUSEError(errno.EBADF)
+        async with self._changing:
+            return await self._write(offset, data)
+
+    async def _write(self, offset: int, data: bytes) -> int:
         if self.writer is not None and offset == self.writer.tell():
             return await self.writer.write(data)
         if self.writer is None and self.editor is None and offset == 0 and self.attr.size == 0:
@@ -91,9 +103,10 @@ class OpenFile:
 
     async def truncate(self, size: int) -> Attr:
         """Set the size (committed with the content, at close or fsync)."""
-        editor = await self._editor()
-        editor.truncate(size)
-        return self.attr
+        async with self._changing:
+            editor = await self._editor()
+            editor.truncate(size)
+            return self.attr
 
     async def setattr(self, **changes: int | None) -> Attr:
         """Change attributes along with what is being written here: in the streaming
@@ -101,6 +114,10 @@ class OpenFile:
         kept for its commit and the rest on the namenode at once."""
         if not changes:
             return self.attr
+        async with self._changing:
+            return await self._setattr(changes)
+
+    async def _setattr(self, changes: dict[str, int | None]) -> Attr:
         if self.writer is not None:
             self.attr = await self.writer.setattr(**changes)
             return self.attr
@@ -118,7 +135,7 @@ class OpenFile:
 
     async def _editor(self) -> FileEditor:
         if self.editor is None:
-            await self.commit()  # a streamed content first: the editor starts from it
+            await self._commit_streamed()  # the editor starts from a streamed content
             editor = await self.fs.open(self.ino, "r+b")
             assert isinstance(editor, FileEditor)
             self.editor = editor
@@ -127,12 +144,17 @@ class OpenFile:
 
     async def commit(self) -> None:
         """Make what was written durable and visible (flush, fsync, close)."""
+        async with self._changing:
+            await self._commit_streamed()
+            if self.editor is not None:
+                self.attr = await self.editor.commit()
+
+    async def _commit_streamed(self) -> None:
+        """Close the streaming writer, if there is one (its content is committed)."""
         writer, self.writer = self.writer, None
         if writer is not None:
             self.attr = await writer.close()
             await self._drop_reader()  # it holds the version before
-        if self.editor is not None:
-            self.attr = await self.editor.commit()
 
     async def release(self) -> None:
         """The last descriptor closed: commit, let go of everything."""

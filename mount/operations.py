@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import functools
 import itertools
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -44,6 +45,32 @@ async def answer(work: Awaitable[T]) -> T:
         return await work
     except Exception as exc:
         raise fuse_error(exc) from None
+
+
+def answered(
+    handler: Callable[..., Coroutine[Any, Any, T]], *, replies: bool = True
+) -> Callable[..., Coroutine[Any, Any, T | None]]:
+    """`handler`, made to answer every request: a failure that is no FUSEError (a bug)
+    is logged and answered with EIO (for a request without a reply, `replies=False`:
+    only logged). pyfuse3 would otherwise end the worker that ran it without
+    answering, and the program that made the request, and every later one waiting
+    behind it (writeback, unmount), would hang."""
+
+    @functools.wraps(handler)
+    async def guarded(*args: Any, **kwargs: Any) -> T | None:
+        try:
+            return await handler(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            if replies:
+                raise
+            return None
+        except Exception:
+            log.exception("%s failed", handler.__name__)
+            if replies:
+                raise pyfuse3.FUSEError(errno.EIO) from None
+            return None
+
+    return guarded
 
 
 def _name(raw: bytes) -> str:
@@ -674,3 +701,13 @@ def _times_only(fields: pyfuse3.SetattrFields) -> bool:
 
 def _writes(flags: int) -> bool:
     return flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+
+
+# Every request handler answers, whatever happens inside it (see `answered`).
+for _handler in (
+    "lookup", "getattr", "setattr", "readlink", "mkdir", "symlink", "mknod", "link",
+    "unlink", "rmdir", "rename", "opendir", "readdir", "releasedir", "fsyncdir", "create",
+    "open", "read", "write", "flush", "fsync", "release", "forget", "statfs",
+):  # fmt: skip
+    _method = getattr(PlasmaOperations, _handler)
+    setattr(PlasmaOperations, _handler, answered(_method, replies=_handler != "forget"))

@@ -4,6 +4,7 @@ readers, abort, permissions and the mtime."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -50,6 +51,33 @@ async def test_writes_anywhere_replace_only_the_touched_blocks(dfs: Client) -> N
     after = (await dfs.blocks("/f")).extents
     untouched = {e.file_index for e in before} & {e.file_index for e in after}
     assert len(after) > len(before) and untouched  # the third block kept its place
+
+
+async def test_reads_and_checks_during_a_commit_see_the_file_as_it_is(dfs: Client) -> None:
+    """While a commit opens the version it made, the editor still answers reads (the
+    content with the changes) and `dirty`: a mount asks both at any moment."""
+    original = os.urandom(6 * BS)
+    await dfs.write_file("/f", original)
+    editor = await _edit(dfs, "/f")
+    expected = bytearray(original)
+    for round_ in range(5):
+        change = os.urandom(BS // 2)
+        at = round_ * BS + 100
+        await editor.pwrite(at, change)
+        expected[at : at + len(change)] = change
+        expected += b"+"  # the size changes too
+        await editor.pwrite(len(expected) - 1, b"+")
+        commit = asyncio.ensure_future(editor.commit())
+        looks = 0
+        while not commit.done():
+            editor.dirty  # noqa: B018 - asked for its side effects: it used to fail here
+            assert await editor.pread(0, len(expected) + 10) == bytes(expected)
+            looks += 1
+        await commit
+        assert looks > 1 and not editor.dirty
+        assert await editor.pread(0, len(expected)) == bytes(expected)
+    await editor.close()
+    assert await dfs.read_file("/f") == bytes(expected)
 
 
 async def test_holes_appends_and_truncation(dfs: Client) -> None:
