@@ -150,11 +150,12 @@ class LocalConnection:
     def still_open(self) -> bool:
         """For an idle connection: True unless the datanode has closed it (it went away).
         Nothing is ever left to read on an idle connection, so readable means gone."""
+        poller = select.poll()  # not select(): any descriptor number
         try:
-            readable, _, _ = select.select([self._sock], [], [], 0)
+            poller.register(self._sock, select.POLLIN)
+            return not poller.poll(0)
         except (OSError, ValueError):
             return False
-        return not readable
 
     def shutdown(self) -> None:
         """End both directions: a call waiting on this connection fails at once."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import resource
 import socket
 
 import pytest
@@ -158,6 +159,27 @@ async def test_pooled_connections_of_a_restarted_datanode_are_not_reused(
     await dfs.write_file("/after", data, replication=3)  # new connections, not a failure
     assert dfs.data.local_writes.pieces == before + 3
     assert await dfs.read_file("/after") == data
+
+
+async def test_a_connection_with_a_high_descriptor_number_is_kept(dfs: Client) -> None:
+    """A process with over 1,024 files open (select() cannot watch those) still reuses
+    its idle local connections."""
+    writable, _ = await _write_ticket(dfs, 1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    filler = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        conn = LocalConnection(writable.local_socket)
+        try:
+            assert conn._sock.fileno() > 1024
+            conn.call_blocking(dpb.LocalRequest())
+            assert conn.still_open()
+        finally:
+            conn.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 async def test_switch_off_with_the_environment(
