@@ -74,9 +74,6 @@ class FileEditor:
         """True if something changed since the last commit."""
         return bool(self._dirty) or self._truncated_to is not None or self.size != self._base_size
 
-    def _size(self) -> int:
-        return self._base_size
-
     async def pwrite(self, offset: int, data: bytes | bytearray | memoryview) -> int:
         """Write `data` at `offset` (past the end: the gap reads as zeros)."""
         if offset < 0 or offset + len(data) > MAX_SIZE:
@@ -111,7 +108,7 @@ class FileEditor:
         return block
 
     def _committed_limit(self) -> int:
-        limit = self._size()
+        limit = self._base_size
         if self._truncated_to is not None:
             limit = min(limit, self._truncated_to)
         return limit
@@ -183,7 +180,7 @@ class FileEditor:
         reader = await self._open_reader()
         self._dirty.clear()
         self._truncated_to = self._mtime_ns = None
-        old, self._reader = self._reader, None
+        old = self._reader
         self._take(reader)
         if old is not None:
             await old.close()

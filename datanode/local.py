@@ -210,6 +210,7 @@ class LocalDataServer:
             length = request.length or total - request.offset
             if request.offset + length > total:
                 raise InvalidArgumentError("offset/length outside the block range")
+            self.volume.will_read(start, count)  # the whole range at once, then piece by piece
             self.volume.read_into(start, count, memoryview(segment)[:total])
             with self._lock:
                 self.bytes_read += length

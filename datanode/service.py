@@ -24,7 +24,7 @@ from plasmafs.client.proto import datanode_pb2 as dpb
 from plasmafs.client.rpc_status import abort_with
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.registration import Registration, authorize
-from plasmafs.datanode.volume import READ_AHEAD, Volume, whole_blocks
+from plasmafs.datanode.volume import ReadAhead, Volume, whole_blocks
 
 log = logging.getLogger(__name__)
 
@@ -195,13 +195,9 @@ def _framed_pieces(
     bs = volume.info.blocksize
     block = block_start + offset // bs
     last = block_start + (end - 1) // bs  # inclusive
-    ahead = max(READ_CHUNK_BLOCKS, READ_AHEAD // bs)
-    asked = block  # blocks before this one were asked of the kernel (will_read)
+    ahead = ReadAhead(volume, block, last, at_least=READ_CHUNK_BLOCKS)
     while block <= last:
-        if asked <= block + ahead // 2 and asked <= last:  # keep half a window ahead
-            count = min(ahead, last + 1 - asked)
-            volume.will_read(asked, count)
-            asked += count
+        ahead.before(block)
         n = min(READ_CHUNK_BLOCKS, last - block + 1)
         position = (block - block_start) * bs
         lo, hi = max(offset - position, 0), min(end - position, n * bs)

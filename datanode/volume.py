@@ -177,7 +177,6 @@ class Volume:
         bs = self.info.blocksize
         if len(buffer) != block_count * bs:
             raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
-        self.will_read(block_start, block_count)
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
         # A piece is checked right after it is read, while it is still in the CPU cache:
         # one pass over memory instead of two.
@@ -205,10 +204,9 @@ class Volume:
         except OSError:  # a checksum that cannot be read verifies nothing
             crcs = b""
         bad = []
-        ahead = max(1, READ_AHEAD // bs)
+        ahead = ReadAhead(self, block_start, block_start + block_count - 1)
         for i in range(block_count):
-            if i % ahead == 0:
-                self.will_read(block_start + i, min(ahead, block_count - i))
+            ahead.before(block_start + i)
             if len(crcs) < (i + 1) * 4 or not self._block_matches(
                 block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer
             ):
@@ -278,6 +276,25 @@ class Volume:
         if self.sync:
             os.fdatasync(self._data)  # the file's, whichever descriptor (direct or not) wrote
             os.fdatasync(self._crc)
+
+
+class ReadAhead:
+    """Asks the kernel for the blocks of [first, last] (inclusive) a window ahead of a
+    reader going through them in order: READ_AHEAD bytes, at least `at_least` blocks,
+    asked again whenever less than half a window is left ahead."""
+
+    def __init__(self, volume: Volume, first: int, last: int, at_least: int = 1) -> None:
+        self._volume = volume
+        self._last = last
+        self._window = max(at_least, READ_AHEAD // volume.info.blocksize)
+        self._asked = first  # blocks before this one were asked for
+
+    def before(self, block: int) -> None:
+        """Call before reading from `block` on."""
+        if self._asked <= block + self._window // 2 and self._asked <= self._last:
+            count = min(self._window, self._last + 1 - self._asked)
+            self._volume.will_read(self._asked, count)
+            self._asked += count
 
 
 def whole_blocks(
