@@ -356,9 +356,10 @@ class PlasmaOperations(pyfuse3.Operations):
         return await answer(self.behind.lease_existing(parent))
 
     async def _before_namenode_change(self) -> None:
-        """Send what is queued: a change the namenode makes now comes after it (an
-        rmdir must see the queued entries, a rename the queued directory...)."""
-        if self.behind is not None and self.behind.queued:
+        """Send what is queued and wait for a send under way: a change the namenode
+        makes now comes after them (an rmdir must see the queued entries, a rename the
+        queued directory, a chmod the queued file...)."""
+        if self.behind is not None:
             await answer(self.behind.send())
 
     async def rename(

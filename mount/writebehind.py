@@ -305,11 +305,6 @@ class WriteBehind:
         if directory is not None:
             self._add(parent, directory, name, attr)
 
-    @property
-    def queued(self) -> int:
-        """Changes waiting to be sent."""
-        return len(self._queue)
-
     def failure(self) -> PlasmaError | None:
         """The error of a send that failed since the last call (reported by fsync)."""
         failed, self._failure = self._failure, None
@@ -318,7 +313,8 @@ class WriteBehind:
     # --- sending -----------------------------------------------------------------------------
 
     async def send(self) -> None:
-        """Send every queued change now, in one transaction, and wait for its commit."""
+        """Send every queued change now, in one transaction, and wait for its commit
+        (after that of a send under way, whose changes left the queue already)."""
         async with self._sending:
             changes, self._queue = self._queue, []
             if not changes:

@@ -65,6 +65,20 @@ def test_small_files_go_to_the_namenode_in_batches(
         assert fs.read_file("/d/after") == b"after the recall"
 
 
+def test_a_change_through_the_namenode_waits_for_a_send_under_way(mount: Mount) -> None:
+    # The queue goes out every 0.1 s in a transaction of a few milliseconds; a chmod
+    # right after a close must wait for the one under way that creates the file.
+    (mount.path / "d").mkdir()
+    for k in range(400):
+        path = mount.path / "d" / f"f{k}"
+        path.write_bytes(_content(k))
+        os.chmod(path, 0o640)
+        os.utime(path, ns=(10**18 + k, 10**18 + k))
+    for k in range(400):
+        st = os.stat(mount.path / "d" / f"f{k}")
+        assert st.st_mode & 0o777 == 0o640 and st.st_mtime_ns == 10**18 + k
+
+
 def test_a_second_mount_sees_the_tree_the_first_one_built(
     mount: Mount, inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
