@@ -250,15 +250,18 @@ class PlasmaOperations(pyfuse3.Operations):
     def _new_file_times(
         self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
     ) -> pyfuse3.EntryAttributes | None:
-        """A change of times only, of a new small file kept in memory: kept with it,
-        to go with its content (with writeback caching the kernel sends one at every
-        close). None if the change is anything else."""
-        if not _times_only(fields):
+        """A change of times or size only, of a new small file kept in memory: kept
+        with it, to go with its content (with writeback caching the kernel sends times
+        at every close; dd truncates what it opened). None if the change is anything
+        else, or a size beyond what the file may keep in memory."""
+        if fields.update_mode or fields.update_uid or fields.update_gid:
             return None
         new = [h for h in self._handles.values() if isinstance(h, NewFile) and h.ino == inode]
-        if not new:
+        if not new or (fields.update_size and attr.st_size > new[0].limit):
             return None
         for handle in new:
+            if fields.update_size:
+                handle.truncate(attr.st_size)
             if fields.update_mtime:
                 handle.set_mtime(attr.st_mtime_ns)
         return self._entry(new[0].attr)

@@ -65,6 +65,34 @@ def test_small_files_go_to_the_namenode_in_batches(
         assert fs.read_file("/d/after") == b"after the recall"
 
 
+def test_truncating_a_new_small_file_keeps_it_in_memory(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    (mount.path / "d").mkdir()
+    before = namenode_requests(address)
+    for k in range(100):  # as dd does: open, ftruncate to 0, write; then cut and extend
+        fd = os.open(mount.path / "d" / f"f{k}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.ftruncate(fd, 0)
+        os.write(fd, _content(k))
+        os.ftruncate(fd, 3)
+        os.ftruncate(fd, 5)
+        os.close(fd)
+    made = namenode_requests(address)
+    assert made.get("commit", 0) - before.get("commit", 0) < 10  # not one per file
+    assert made.get("setattr", 0) == before.get("setattr", 0)
+    # Beyond what a file keeps in memory: the file goes to the namenode, whole.
+    limit = 4096  # the namenode's default inline limit
+    fd = os.open(mount.path / "d" / "big", os.O_WRONLY | os.O_CREAT)
+    os.write(fd, b"x" * 10)
+    os.ftruncate(fd, limit + 1)
+    os.close(fd)
+    with SyncClient(address) as fs:
+        for k in range(100):
+            assert fs.read_file(f"/d/f{k}") == _content(k)[:3] + bytes(2)
+        assert fs.read_file("/d/big") == b"x" * 10 + bytes(limit + 1 - 10)
+
+
 def test_a_change_through_the_namenode_waits_for_a_send_under_way(mount: Mount) -> None:
     # The queue goes out every 0.1 s in a transaction of a few milliseconds; a chmod
     # right after a close must wait for the one under way that creates the file.
