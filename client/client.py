@@ -317,6 +317,7 @@ class Client:
         size_hint: int | None = None,
         commit_every: int | None = None,
         known: Attr | None = None,
+        empty: bool = False,
     ) -> FileReader | FileWriter | FileEditor:
         """A file object: "rb" reads, "wb" creates or truncates and writes, "r+b" changes
         an existing file in place (`FileEditor`: writes at any offset, truncate,
@@ -326,8 +327,9 @@ class Client:
         creates; 0: the cluster default; an existing file keeps its own), `size_hint`
         (lets the namenode place the data in fewer, longer runs), `commit_every` (bytes
         between commits, default 1 GiB), `known` (a file given by inode number, with its
-        attributes as last seen: opening does not wait for the namenode; see
-        `FileWriter.open`).
+        attributes as last seen: opening does not wait for the namenode), `empty` (with
+        `known`: a file the caller created and nobody else writes, nothing to
+        truncate; see `FileWriter.open`).
         """
         from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
 
@@ -347,7 +349,7 @@ class Client:
                 blocksize=blocksize,
                 size_hint=size_hint,
                 commit_every=COMMIT_EVERY if commit_every is None else commit_every,
-            ).open(known=known)
+            ).open(known=known, empty=empty)
         raise InvalidArgumentError(f"mode must be 'rb', 'wb' or 'r+b', not {mode!r}")
 
     async def read_file(self, path: str) -> bytes:

@@ -146,16 +146,19 @@ class FileWriter(_FileObject):
         self._truncation: asyncio.Future[Attr] | None = None  # sent by open, not awaited
         self.closed = False
 
-    async def open(self, *, known: Attr | None = None) -> FileWriter:
+    async def open(self, *, known: Attr | None = None, empty: bool = False) -> FileWriter:
         """Create the file, or truncate an existing one, in a new transaction (a file
         given by inode number exists: it is truncated).
 
         `known`: the attributes of the file given by inode number, as the caller last
         saw them. The truncation then goes out without waiting for its answer, which
-        the first request that needs it, or close, awaits (and raises its error)."""
+        the first request that needs it, or close, awaits (and raises its error).
+        `empty` (with `known`): the caller created that file, it has no content and
+        nobody else writes it, so there is nothing to truncate and none is sent."""
         t = await self._new_txn()
         if known is not None and isinstance(self.path, int):
-            self._truncation = asyncio.ensure_future(self._truncate(t, self.path))
+            if not (empty and known.size == 0):
+                self._truncation = asyncio.ensure_future(self._truncate(t, self.path))
             self.attr, self._bs = known, known.blocksize
             return self
         try:

@@ -43,6 +43,9 @@ class OpenFile:
         self.writer: FileWriter | None = None
         self.editor: FileEditor | None = None
         self.prefetch: Prefetch | None = None  # with the reader: chunks read ahead
+        # Made by this mount and given no content yet: the first writer has nothing to
+        # truncate.
+        self.created_empty = False
         self._changing = asyncio.Lock()  # held by whatever changes or commits the content
 
     @classmethod
@@ -93,7 +96,8 @@ class OpenFile:
         if self.writer is not None and offset == self.writer.tell():
             return await self.writer.write(data)
         if self.writer is None and self.editor is None and offset == 0 and self.attr.size == 0:
-            writer = await self.fs.open(self.ino, "wb", known=self.attr)
+            writer = await self.fs.open(self.ino, "wb", known=self.attr, empty=self.created_empty)
+            self.created_empty = False
             assert isinstance(writer, FileWriter)
             self.writer = writer
             await self._drop_reader()

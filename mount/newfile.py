@@ -19,6 +19,7 @@ class NewFile:
         self.dirty = False  # written since its content was last queued
         self.mtime_ns: int | None = None  # set by the program (or the kernel), if it was
         self.removed = False  # unlinked through this mount: its content goes nowhere
+        self.queued = False  # some content of it was queued (the namenode will have it)
 
     @property
     def ino(self) -> int:

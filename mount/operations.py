@@ -557,9 +557,11 @@ class PlasmaOperations(pyfuse3.Operations):
         assert self.behind is not None
         if new.dirty and not new.data:  # a truncation to nothing, or new times
             await answer(self.behind.content(new.ino, b"", new.mtime_ns))
+            new.queued = True
         await self._send_queue()
         attr = self.behind.attr(new.ino) or new.attr
         handle = OpenFile(self.fs, replace(attr, size=0) if new.data else attr, writable=True)
+        handle.created_empty = not new.queued
         self._handles[fh] = handle
         if new.data:
             await answer(handle.write(0, bytes(new.data)))
@@ -608,6 +610,7 @@ class PlasmaOperations(pyfuse3.Operations):
                 assert self.behind is not None
                 self.readahead.forget()
                 handle.dirty = False
+                handle.queued = True
                 queued = await answer(
                     self.behind.content(handle.ino, bytes(handle.data), handle.mtime_ns)
                 )

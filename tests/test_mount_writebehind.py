@@ -93,6 +93,30 @@ def test_truncating_a_new_small_file_keeps_it_in_memory(
         assert fs.read_file("/d/big") == b"x" * 10 + bytes(limit + 1 - 10)
 
 
+def test_a_new_big_file_is_written_without_a_truncation(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    (mount.path / "d").mkdir()
+    data = os.urandom(200_000)
+    before = namenode_requests(address)
+    for k in range(10):
+        (mount.path / "d" / f"big{k}").write_bytes(data)
+    made = namenode_requests(address)
+    assert made.get("setattr", 0) - before.get("setattr", 0) == 10  # the size, at close
+    # Small content queued first (fsync), then more than the inline limit: the file
+    # that goes to the datanodes replaces the inline content, which is not kept.
+    with open(mount.path / "d" / "grown", "wb") as f:
+        f.write(b"small")
+        f.flush()
+        os.fsync(f.fileno())
+        f.write(data)
+    with SyncClient(address) as fs:
+        for k in range(10):
+            assert fs.read_file(f"/d/big{k}") == data
+        assert fs.read_file("/d/grown") == b"small" + data
+
+
 def test_a_change_through_the_namenode_waits_for_a_send_under_way(mount: Mount) -> None:
     # The queue goes out every 0.1 s in a transaction of a few milliseconds; a chmod
     # right after a close must wait for the one under way that creates the file.
