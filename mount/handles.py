@@ -35,7 +35,9 @@ class OpenFile:
     """One open file description: the inode, its attributes as last known, and the
     reader, writer or editor made for it."""
 
-    def __init__(self, fs: Client, attr: Attr, *, writable: bool) -> None:
+    def __init__(
+        self, fs: Client, attr: Attr, *, writable: bool, created_empty: bool = False
+    ) -> None:
         self.fs = fs
         self.attr = attr
         self.writable = writable
@@ -45,7 +47,7 @@ class OpenFile:
         self.prefetch: Prefetch | None = None  # with the reader: chunks read ahead
         # Made by this mount and given no content yet: the first writer has nothing to
         # truncate.
-        self.created_empty = False
+        self.created_empty = created_empty
         self._changing = asyncio.Lock()  # held by whatever changes or commits the content
 
     @classmethod

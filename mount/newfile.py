@@ -47,6 +47,11 @@ class NewFile:
         self.dirty = True
         return len(data)
 
+    def to_queue(self) -> bytes:
+        """The content, about to be queued (the namenode will then have some of it)."""
+        self.queued = True
+        return bytes(self.data)
+
     def read(self, offset: int, size: int) -> bytes:
         """Up to `size` bytes at `offset`."""
         return bytes(self.data[offset : offset + size])

@@ -217,7 +217,7 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """chmod, chown, utimes and truncate."""
         self._check_writable()
-        kept = self._new_file_times(inode, attr, fields) or self._same_times(inode, attr, fields)
+        kept = self._new_file_change(inode, attr, fields) or self._same_times(inode, attr, fields)
         if kept is not None:
             return kept
         changes: dict[str, Any] = {}
@@ -247,7 +247,7 @@ class PlasmaOperations(pyfuse3.Operations):
         self._committed(new)
         return self._entry(new)
 
-    def _new_file_times(
+    def _new_file_change(
         self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
     ) -> pyfuse3.EntryAttributes | None:
         """A change of times or size only, of a new small file kept in memory: kept
@@ -556,12 +556,15 @@ class PlasmaOperations(pyfuse3.Operations):
         from offset 0, so that the rest streams to the datanodes."""
         assert self.behind is not None
         if new.dirty and not new.data:  # a truncation to nothing, or new times
-            await answer(self.behind.content(new.ino, b"", new.mtime_ns))
-            new.queued = True
+            await answer(self.behind.content(new.ino, new.to_queue(), new.mtime_ns))
         await self._send_queue()
         attr = self.behind.attr(new.ino) or new.attr
-        handle = OpenFile(self.fs, replace(attr, size=0) if new.data else attr, writable=True)
-        handle.created_empty = not new.queued
+        handle = OpenFile(
+            self.fs,
+            replace(attr, size=0) if new.data else attr,
+            writable=True,
+            created_empty=not new.queued,
+        )
         self._handles[fh] = handle
         if new.data:
             await answer(handle.write(0, bytes(new.data)))
@@ -610,9 +613,8 @@ class PlasmaOperations(pyfuse3.Operations):
                 assert self.behind is not None
                 self.readahead.forget()
                 handle.dirty = False
-                handle.queued = True
                 queued = await answer(
-                    self.behind.content(handle.ino, bytes(handle.data), handle.mtime_ns)
+                    self.behind.content(handle.ino, handle.to_queue(), handle.mtime_ns)
                 )
                 if queued is not None:
                     handle.attr = queued
