@@ -210,8 +210,10 @@ class LocalDataServer:
             length = request.length or total - request.offset
             if request.offset + length > total:
                 raise InvalidArgumentError("offset/length outside the block range")
-            self.volume.will_read(start, count)  # the whole range at once, then piece by piece
-            self.volume.read_into(start, count, memoryview(segment)[:total])
+            if not self.volume.reads_around_cache:
+                self.volume.will_read(start, count)  # the whole range at once, then piece by piece
+            # The segment is an mmap: page-aligned, and the blocks are whole.
+            self.volume.read_into(start, count, memoryview(segment)[:total], aligned=True)
             with self._lock:
                 self.bytes_read += length
             return dpb.LocalReply(data_offset=request.offset, length=length)
@@ -230,10 +232,10 @@ class LocalDataServer:
                 raise InvalidArgumentError("only a stream's last piece may end inside a block")
             count = (length + bs - 1) // bs
             authorize(self.registration, self.volume, request.ticket, start, count, write=True)
-            # The client can still change the segment: checksum and write a copy of it.
-            data = segment[offset : offset + length]
-            with self.inflight.writing(start, count):
-                self.volume.write_blocks(start, data)
+            # The client can still change the segment: the volume checksums and writes a
+            # copy of it.
+            with memoryview(segment) as view, self.inflight.writing(start, count):
+                self.volume.write_blocks(start, view[offset : offset + length], changing=True)
             if request.sync:
                 self.volume.flush()
             return dpb.LocalReply(length=length)

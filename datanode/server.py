@@ -37,6 +37,7 @@ async def serve(settings: DatanodeSettings) -> None:
         settings.capacity,
         sync=settings.sync != "none",
         direct=settings.sync == "direct",
+        direct_required=settings.direct_required,
     )
     io = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="pfs-io")
     # The scrub reads on a thread of its own: a pass never takes the threads clients need.

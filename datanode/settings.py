@@ -39,8 +39,10 @@ class DatanodeSettings(DaemonSettings):
     )
     host_identity: str = Field(default_factory=socket.gethostname)
     sync: str = Field(
-        default="fdatasync",
-        description="fdatasync (default), direct (O_DIRECT writes, then fdatasync) or none",
+        default="direct",
+        description="direct (default: O_DIRECT writes, then fdatasync, and local reads "
+        "around the page cache; through the page cache where the file system refuses "
+        "O_DIRECT, unless asked for explicitly), fdatasync (through the page cache) or none",
     )
     local_socket: Path | None = Field(
         default=None, description="Unix socket for local reads (default: in the volume)"
@@ -108,3 +110,9 @@ class DatanodeSettings(DaemonSettings):
         if value not in ("fdatasync", "direct", "none"):
             raise ValueError("sync must be 'fdatasync', 'direct' or 'none'")
         return value
+
+    @property
+    def direct_required(self) -> bool:
+        """Whether direct I/O was asked for (not just the default): then a file system
+        that refuses it is an error instead of a fallback to the page cache."""
+        return "sync" in self.model_fields_set

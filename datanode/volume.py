@@ -9,6 +9,7 @@ mismatch raises CorruptionError and no byte of that block is returned.
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
 import struct
@@ -20,6 +21,8 @@ from pathlib import Path
 import crc32c
 
 from plasmafs.client.errors import ConfigError, CorruptionError, InvalidArgumentError
+
+log = logging.getLogger(__name__)
 
 META = "volume.json"
 DATA = "volume.data"
@@ -45,11 +48,23 @@ class Volume:
     Writes go through the page cache, or with `direct` straight to the device (O_DIRECT,
     from a page-aligned buffer per thread): no page-cache copy and no dirty-page
     throttling, at the price of the first read of those blocks coming from the device.
-    Writes asked to go around the cache (re-replication copies, which this datanode is
-    not expected to serve soon) do so whatever the policy, where the file system allows.
+    With `direct`, reads into page-aligned memory (a local client's shared segment) go
+    around the page cache too: the block is copied once, from the device into the
+    segment, and a host reading many files does not keep each in two caches (the
+    mount's and this one). Writes asked to go around the cache (re-replication copies,
+    which this datanode is not expected to serve soon) do so whatever the policy, where
+    the file system allows. `direct_required=False` falls back to the page cache where
+    the file system refuses O_DIRECT (tmpfs), with a warning.
     """
 
-    def __init__(self, directory: Path, info: VolumeInfo, sync: bool, direct: bool) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        info: VolumeInfo,
+        sync: bool,
+        direct: bool,
+        direct_required: bool = True,
+    ) -> None:
         self.directory = directory
         self.info = info
         self.sync = sync
@@ -62,15 +77,24 @@ class Volume:
         # through the mount: 300 -> 393 files/s, a third less CPU per file.
         os.posix_fadvise(self._data, 0, 0, os.POSIX_FADV_RANDOM)
         self._direct: int | None = None
+        self._direct_reads: int | None = None
         if direct:
             try:
                 self._direct = os.open(directory / DATA, os.O_WRONLY | os.O_DIRECT)
+                self._direct_reads = os.open(directory / DATA, os.O_RDONLY | os.O_DIRECT)
             except OSError as exc:
-                self.close()
-                raise ConfigError(
-                    f"the file system of {directory} refuses direct I/O ({exc.strerror}): "
-                    "use sync = fdatasync"
-                ) from exc
+                if direct_required:
+                    self.close()
+                    raise ConfigError(
+                        f"the file system of {directory} refuses direct I/O ({exc.strerror}): "
+                        "use sync = fdatasync"
+                    ) from exc
+                log.warning(
+                    "the file system of %s refuses direct I/O (%s): writing through the page cache",
+                    directory,
+                    exc.strerror,
+                )
+                self._close_direct()
         self._bounce = threading.local()
         self._opening = threading.Lock()
         self._direct_refused = False
@@ -83,6 +107,7 @@ class Volume:
         capacity: int,
         sync: bool = True,
         direct: bool = False,
+        direct_required: bool = True,
     ) -> Volume:
         """Open the volume in `directory`, creating it (preallocated) if it does not exist.
 
@@ -110,7 +135,7 @@ class Volume:
                     f"volume {directory} has {info.capacity_blocks} blocks, "
                     f"the settings ask for {capacity_blocks}"
                 )
-            return cls(directory, info, sync, direct)
+            return cls(directory, info, sync, direct, direct_required)
         info = VolumeInfo(str(uuid.uuid4()), blocksize, capacity_blocks)
         for name, size in ((DATA, capacity_blocks * blocksize), (CRC, capacity_blocks * 4)):
             fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -135,14 +160,25 @@ class Volume:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        return cls(directory, info, sync, direct)
+        return cls(directory, info, sync, direct, direct_required)
 
     def close(self) -> None:
         """Close the files."""
         os.close(self._data)
         os.close(self._crc)
-        if self._direct is not None:
-            os.close(self._direct)
+        self._close_direct()
+
+    def _close_direct(self) -> None:
+        for fd in (self._direct, self._direct_reads):
+            if fd is not None:
+                os.close(fd)
+        self._direct = self._direct_reads = None
+
+    @property
+    def reads_around_cache(self) -> bool:
+        """Whether `read_into` an aligned buffer goes around the page cache (then
+        `will_read` before it would only fill the cache for nothing)."""
+        return self._direct_reads is not None
 
     def check_range(self, block_start: int, block_count: int) -> None:
         """Raise unless the range lies inside the volume."""
@@ -172,9 +208,15 @@ class Volume:
                 )
         return data
 
-    def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
-        """Whole blocks into `buffer`, each verified against its checksum."""
+    def read_into(
+        self, block_start: int, block_count: int, buffer: memoryview, *, aligned: bool = False
+    ) -> None:
+        """Whole blocks into `buffer`, each verified against its checksum. A page-aligned
+        buffer (`aligned`) is read around the page cache when the volume writes so."""
         bs = self.info.blocksize
+        fd = self._data
+        if aligned and self._direct_reads is not None:
+            fd = self._direct_reads
         if len(buffer) != block_count * bs:
             raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
@@ -184,7 +226,7 @@ class Volume:
         for i in range(block_count):
             crc = 0
             for at in range(i * bs, (i + 1) * bs, piece):
-                got = os.preadv(self._data, [buffer[at : at + piece]], block_start * bs + at)
+                got = os.preadv(fd, [buffer[at : at + piece]], block_start * bs + at)
                 if got != piece:
                     raise CorruptionError(f"short read of block {block_start + i}")
                 crc = crc32c.crc32c(buffer[at : at + piece], crc)
@@ -231,19 +273,24 @@ class Volume:
         data: bytes | bytearray | memoryview,
         *,
         around_cache: bool = False,
+        changing: bool = False,
     ) -> None:
         """Write whole blocks (a short tail is padded with zeros) and their checksums;
-        `around_cache` writes them with O_DIRECT where the file system allows it."""
+        `around_cache` writes them with O_DIRECT where the file system allows it.
+        `changing` data (a client's shared memory) may change meanwhile: each block is
+        copied once, and the copy is what is checksummed and written."""
         bs = self.info.blocksize
         count = (len(data) + bs - 1) // bs
         if len(data) % bs:
             data = bytes(data) + bytes(count * bs - len(data))
         view = memoryview(data)
-        crcs = b"".join(_CRC.pack(crc32c.crc32c(view[i * bs : (i + 1) * bs])) for i in range(count))
         if self._direct is None and not (around_cache and self._open_direct()):
+            if changing:
+                view = memoryview(bytes(view))
+            crcs = _checksums(view, bs)
             _pwrite_all(self._data, view, block_start * bs)
         else:
-            self._write_direct(view, block_start * bs)
+            crcs = self._write_direct(view, block_start * bs)
         _pwrite_all(self._crc, memoryview(crcs), block_start * 4)
 
     def _open_direct(self) -> bool:
@@ -258,18 +305,24 @@ class Volume:
                     self._direct_refused = True  # e.g. tmpfs: through the page cache
         return self._direct is not None
 
-    def _write_direct(self, view: memoryview, offset: int) -> None:
+    def _write_direct(self, view: memoryview, offset: int) -> bytes:
+        """Write whole blocks with O_DIRECT; their checksums, taken from the copy written."""
         # O_DIRECT wants an aligned buffer: whole blocks are copied through this thread's
         # page-aligned one (offsets and lengths are whole blocks, so aligned already).
         assert self._direct is not None
+        bs = self.info.blocksize
         bounce: mmap.mmap | None = getattr(self._bounce, "buffer", None)
         if bounce is None:
-            bounce = self._bounce.buffer = mmap.mmap(-1, max(DIRECT_BUFFER, self.info.blocksize))
-        step = len(bounce) - len(bounce) % self.info.blocksize
-        for at in range(0, len(view), step):
-            piece = view[at : at + step]
-            bounce[: len(piece)] = piece
-            _pwrite_all(self._direct, memoryview(bounce)[: len(piece)], offset + at)
+            bounce = self._bounce.buffer = mmap.mmap(-1, max(DIRECT_BUFFER, bs))
+        step = len(bounce) - len(bounce) % bs
+        crcs = []
+        with memoryview(bounce) as aligned:
+            for at in range(0, len(view), step):
+                piece = view[at : at + step]
+                aligned[: len(piece)] = piece
+                crcs.append(_checksums(aligned[: len(piece)], bs))
+                _pwrite_all(self._direct, aligned[: len(piece)], offset + at)
+        return b"".join(crcs)
 
     def flush(self) -> None:
         """Make written blocks durable (fdatasync), unless the sync policy is 'none'."""
@@ -310,6 +363,13 @@ def whole_blocks(
     whole = bytes(pending[:cut])
     del pending[:cut]
     return whole
+
+
+def _checksums(view: memoryview, blocksize: int) -> bytes:
+    """The crc32c of each whole block of `view`, packed as stored."""
+    return b"".join(
+        _CRC.pack(crc32c.crc32c(view[at : at + blocksize])) for at in range(0, len(view), blocksize)
+    )
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:

@@ -23,6 +23,15 @@ def test_defaults() -> None:
     assert s.metrics_listen == ""
 
 
+def test_direct_io_is_the_default_and_required_only_when_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert (settings().sync, settings().direct_required) == ("direct", False)
+    assert settings(sync="direct").direct_required
+    monkeypatch.setenv("PFS_DATANODE_SYNC", "fdatasync")
+    assert (settings().sync, settings().direct_required) == ("fdatasync", True)
+
+
 def test_bandwidths_take_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PFS_DATANODE_REPLICATION_BANDWIDTH", "100M")
     monkeypatch.setenv("PFS_DATANODE_SCRUB_BANDWIDTH", "0")
