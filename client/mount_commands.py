@@ -115,6 +115,24 @@ def is_mounted(path: Path) -> bool:
     return False
 
 
+def mounted_device(path: Path) -> str | None:
+    """The "major:minor" device of the file system mounted at `path` (the last one
+    mounted there, which is the one seen), from /proc/self/mountinfo; None if none.
+    Reads no file under `path`, so a FUSE daemon may ask about its own mount before
+    it answers requests."""
+    target = os.path.normpath(path)
+    try:
+        table = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return None
+    device = None
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and _unescape(fields[4]) == target:
+            device = fields[2]
+    return device
+
+
 def _unescape(field: str) -> str:
     """A mount table field with its octal escapes (\\040 for a space) decoded."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)

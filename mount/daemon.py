@@ -28,7 +28,8 @@ import uvloop
 from plasmafs.client import Client, config
 from plasmafs.client.errors import ConfigError, PlasmaError
 from plasmafs.client.garbage import tune_for_daemon
-from plasmafs.client.mount_commands import is_mounted
+from plasmafs.client.mount_commands import is_mounted, mounted_device
+from plasmafs.mount.entries import IO_SIZE
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
 
@@ -65,6 +66,29 @@ def check_mountpoint(mountpoint: Path) -> Path:
     return path
 
 
+async def widen_read_ahead(mountpoint: Path) -> None:
+    """Let the kernel read ahead a whole request (IO_SIZE) on this mount, where allowed.
+
+    A FUSE mount's read-ahead is at most the kernel's default of 128 KiB: FUSE's INIT
+    handshake can only lower it. Only its backing device's read_ahead_kb in sysfs
+    raises it, which takes root, and only after INIT is done (a stat of the mount point
+    waits for that; it runs in a thread, for this process answers it). A 1 MiB file
+    read with cp then costs one request instead of four (8 readers: 348 -> 386 files/s).
+    """
+    with contextlib.suppress(OSError):
+        await asyncio.to_thread(os.stat, mountpoint)
+    device = mounted_device(mountpoint)
+    if device is None:
+        return
+    setting = Path("/sys/class/bdi") / device / "read_ahead_kb"
+    wanted = IO_SIZE // 1024
+    try:
+        if int(setting.read_text()) < wanted:
+            setting.write_text(f"{wanted}\n")
+    except (OSError, ValueError) as exc:
+        log.info("kernel read-ahead left as it is (%s): %s", setting, exc)
+
+
 class Ready:
     """The one line `pfs mount` waits for on a descriptor: said once, then closed."""
 
@@ -90,11 +114,13 @@ async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Read
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, pyfuse3.terminate)
+    widening = loop.create_task(widen_read_ahead(mountpoint))
     try:
         log.info("mounted %s at %s", fs.address, mountpoint)
         ready.say("ok")
         await pyfuse3.main(max_tasks=MAX_TASKS)
     finally:
+        widening.cancel()
         await operations.close()
         pyfuse3.close(unmount=True)
         log.info("unmounted %s", mountpoint)

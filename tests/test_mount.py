@@ -21,6 +21,7 @@ import pytest
 from loadtests.churn import run_churn
 from plasmafs.client import Client, SyncClient
 from plasmafs.client.mount_commands import is_mounted
+from plasmafs.mount.entries import IO_SIZE
 from tests.accounts import TOKENS
 from tests.cli_runner import assert_error, run_pfs
 from tests.cluster import DatanodeProcess, NamenodeProcess
@@ -282,6 +283,22 @@ def test_dd_writes_and_reads_back_whole(mount: Mount) -> None:
     copy = mount.path / "dd.copy"
     subprocess.run(["dd", f"if={target}", f"of={copy}", "bs=1k"], check=True, capture_output=True)
     assert copy.read_bytes() == target.read_bytes()
+
+
+def test_programs_read_and_write_a_whole_request_at_a_time(mount: Mount) -> None:
+    """st_blksize is FUSE's request size, and (as root) the kernel reads ahead as much,
+    so cp reads a 1 MiB file in one request."""
+    target = mount.path / "whole.bin"
+    data = os.urandom(3 * IO_SIZE + 5)
+    target.write_bytes(data)
+    assert target.stat().st_blksize == IO_SIZE
+    if os.geteuid() == 0:
+        device = mount.path.stat().st_dev
+        setting = Path(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb")
+        assert _wait(lambda: setting.read_text().strip() == str(IO_SIZE // 1024), 10)
+    copy = mount.path / "whole.copy"
+    subprocess.run(["cp", str(target), str(copy)], check=True)
+    assert copy.read_bytes() == data
 
 
 async def test_the_mount_acts_as_the_user_of_its_credential(
