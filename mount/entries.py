@@ -15,10 +15,6 @@ from plasmafs.mount.options import MountOptions
 log = logging.getLogger(__name__)
 
 BLOCK_UNIT = 512  # st_blocks counts these, whatever the file system's block size
-# The largest read or write the kernel sends the mount in one request (libfuse's 256
-# pages). Told to programs as the preferred I/O size (st_blksize): cp, Python's open()
-# and others then read and write a request at a time, whatever the cluster's blocksize.
-IO_SIZE = 1024 * 1024
 
 
 def entry(attr: Attr, options: MountOptions) -> pyfuse3.EntryAttributes:
@@ -34,7 +30,7 @@ def entry(attr: Attr, options: MountOptions) -> pyfuse3.EntryAttributes:
     e.st_gid = attr.gid
     e.st_rdev = 0
     e.st_size = attr.size
-    e.st_blksize = IO_SIZE
+    e.st_blksize = attr.blocksize or 4096
     e.st_blocks = -(-attr.size // BLOCK_UNIT)
     e.st_atime_ns = attr.mtime_ns  # no access times: reads never write metadata
     e.st_mtime_ns = attr.mtime_ns
