@@ -54,7 +54,7 @@ class Volume:
     mount's and this one). Writes asked to go around the cache (re-replication copies,
     which this datanode is not expected to serve soon) do so whatever the policy, where
     the file system allows. `direct_required=False` falls back to the page cache where
-    the file system refuses O_DIRECT (tmpfs), with a warning.
+    the file system refuses O_DIRECT (ramfs; tmpfs before Linux 6.6), with a warning.
     """
 
     def __init__(
