@@ -210,10 +210,7 @@ class LocalDataServer:
             length = request.length or total - request.offset
             if request.offset + length > total:
                 raise InvalidArgumentError("offset/length outside the block range")
-            if not self.volume.reads_around_cache:
-                self.volume.will_read(start, count)  # the whole range at once, then piece by piece
-            # The segment is an mmap: page-aligned, and the blocks are whole.
-            self.volume.read_into(start, count, memoryview(segment)[:total], aligned=True)
+            self.volume.read_local(start, count, memoryview(segment)[:total])
             with self._lock:
                 self.bytes_read += length
             return dpb.LocalReply(data_offset=request.offset, length=length)

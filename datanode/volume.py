@@ -21,6 +21,7 @@ from pathlib import Path
 import crc32c
 
 from plasmafs.client.errors import ConfigError, CorruptionError, InvalidArgumentError
+from plasmafs.datanode.recent import RecentBlocks
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,15 @@ class Volume:
     Writes go through the page cache, or with `direct` straight to the device (O_DIRECT,
     from a page-aligned buffer per thread): no page-cache copy and no dirty-page
     throttling, at the price of the first read of those blocks coming from the device.
-    With `direct`, reads into page-aligned memory (a local client's shared segment) go
-    around the page cache too: the block is copied once, from the device into the
-    segment, and a host reading many files does not keep each in two caches (the
-    mount's and this one). Writes asked to go around the cache (re-replication copies,
-    which this datanode is not expected to serve soon) do so whatever the policy, where
-    the file system allows. `direct_required=False` falls back to the page cache where
-    the file system refuses O_DIRECT (ramfs; tmpfs before Linux 6.6), with a warning.
+    With `direct`, a local client's reads into its shared segment go around the page
+    cache too, unless the blocks were read recently (`RecentBlocks`): a block read once
+    is copied once, from the device into the segment, and a host reading many files
+    does not keep each in two caches (the mount's and this one); a block read again
+    comes through the page cache, which serves the reads after it. Writes asked to go
+    around the cache (re-replication copies, which this datanode is not expected to
+    serve soon) do so whatever the policy, where the file system allows.
+    `direct_required=False` falls back to the page cache where the file system refuses
+    O_DIRECT (ramfs; tmpfs before Linux 6.6), with a warning.
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class Volume:
         self._bounce = threading.local()
         self._opening = threading.Lock()
         self._direct_refused = False
+        self._recent = RecentBlocks.for_host(info.blocksize)
 
     @classmethod
     def open(
@@ -174,12 +178,6 @@ class Volume:
                 os.close(fd)
         self._direct = self._direct_reads = None
 
-    @property
-    def reads_around_cache(self) -> bool:
-        """Whether `read_into` an aligned buffer goes around the page cache (then
-        `will_read` before it would only fill the cache for nothing)."""
-        return self._direct_reads is not None
-
     def check_range(self, block_start: int, block_count: int) -> None:
         """Raise unless the range lies inside the volume."""
         if block_count < 1 or block_start + block_count > self.info.capacity_blocks:
@@ -208,15 +206,25 @@ class Volume:
                 )
         return data
 
-    def read_into(
-        self, block_start: int, block_count: int, buffer: memoryview, *, aligned: bool = False
+    def read_local(self, block_start: int, block_count: int, segment: memoryview) -> bool:
+        """Whole blocks into a local client's page-aligned `segment`, verified as by
+        `read_into`: around the page cache (direct volumes) unless the blocks were read
+        recently, else through it, read ahead as one range. True if around the cache."""
+        if self._direct_reads is not None and not self._recent.read_again(block_start, block_count):
+            self._read_verified(self._direct_reads, block_start, block_count, segment)
+            return True
+        self.will_read(block_start, block_count)
+        self._read_verified(self._data, block_start, block_count, segment)
+        return False
+
+    def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
+        """Whole blocks into `buffer`, each verified against its checksum."""
+        self._read_verified(self._data, block_start, block_count, buffer)
+
+    def _read_verified(
+        self, fd: int, block_start: int, block_count: int, buffer: memoryview
     ) -> None:
-        """Whole blocks into `buffer`, each verified against its checksum. A page-aligned
-        buffer (`aligned`) is read around the page cache when the volume writes so."""
         bs = self.info.blocksize
-        fd = self._data
-        if aligned and self._direct_reads is not None:
-            fd = self._direct_reads
         if len(buffer) != block_count * bs:
             raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)

@@ -2,7 +2,8 @@
 
     python -m loadtests.io_bench [--size 2G] [--update BENCHMARKS.md]
 
-Starts PostgreSQL, a namenode and 2 datanodes (volumes on this disk, fdatasync on),
+Starts PostgreSQL, a namenode and 2 datanodes (volumes on this disk, direct I/O on:
+the datanode's default; `--sync fdatasync` runs them through the page cache),
 makes a local file of random bytes and measures, with the `pfs` CLI as a user runs it:
 put rep 1, put rep 2, get and cat over gRPC (--no-local-reads), cat over shared memory
 (the datanodes are on this host), 4 parallel cats; in-process: 1 MiB random reads with
@@ -222,7 +223,7 @@ def touch(size: int) -> float:
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def run(size: int, workdir: Path, sync: str = "fdatasync") -> dict[str, Any]:
+def run(size: int, workdir: Path, sync: str = "direct") -> dict[str, Any]:
     """All measurements."""
     mb = size / 1e6
     src = workdir / "source.bin"
@@ -355,7 +356,7 @@ def markdown(f: dict[str, Any], command: str) -> str:
     c = f["cpu_s_per_gib"]
     size = f["size_bytes"] / MIB
     sync = f["datanode_sync"]
-    title = "" if sync == "fdatasync" else f", datanodes with sync = {sync}"
+    title = "" if sync == "direct" else f", datanodes with sync = {sync}"
     return "\n".join(
         [
             f"## Data path: put, get, cat, random reads (`loadtests/io_bench.py`{title})",
@@ -457,8 +458,8 @@ def main() -> int:
     parser.add_argument(
         "--sync",
         choices=("fdatasync", "direct", "none"),
-        default="fdatasync",
-        help="the datanodes' write policy (default fdatasync, the datanode's default)",
+        default="direct",
+        help="the datanodes' write policy (default direct, the datanode's default)",
     )
     parser.add_argument("--touch", type=int, help=argparse.SUPPRESS)  # fresh_memory_cpu's probe
     args = parser.parse_args()
@@ -473,7 +474,7 @@ def main() -> int:
         figures = run(size, workdir, args.sync)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    default = args.sync == "fdatasync"
+    default = args.sync == "direct"
     command = f"python -m loadtests.io_bench --size {args.size}" + (
         "" if default else f" --sync {args.sync}"
     )

@@ -1,7 +1,8 @@
-"""A volume with direct I/O (the datanode's default): writes and reads into aligned
-memory go around the page cache and still verify every block; data that changes while
-it is written is stored with the checksum of what was written; a file system that
-refuses O_DIRECT is an error when direct I/O was asked for, a fallback otherwise."""
+"""A volume with direct I/O (the datanode's default): local reads of blocks read once go
+around the page cache, of blocks read again through it, and both verify every block;
+data that changes while it is written is stored with the checksum of what was written;
+a file system that refuses O_DIRECT is an error when direct I/O was asked for, a
+fallback otherwise."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client.errors import ConfigError, CorruptionError
+from plasmafs.datanode.recent import RecentBlocks
 from plasmafs.datanode.volume import DATA, Volume
 
 BS = 64 * 1024
@@ -23,8 +25,9 @@ BLOCKS = 32
 
 @pytest.fixture
 def volume(tmp_path: Path) -> Iterator[Volume]:
-    v = Volume.open(tmp_path / "vol", BS, BLOCKS * BS, direct=True)
-    if not v.reads_around_cache:
+    try:
+        v = Volume.open(tmp_path / "vol", BS, BLOCKS * BS, direct=True)
+    except ConfigError:
         pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
     yield v
     v.close()
@@ -34,23 +37,45 @@ def _pattern(blocks: int, seed: int) -> bytes:
     return b"".join(bytes([(seed + i) % 251]) * BS for i in range(blocks))
 
 
-def test_aligned_reads_return_what_was_written_and_verify_it(volume: Volume) -> None:
-    data = _pattern(4, 7)
-    volume.write_blocks(3, data)
-    segment = mmap.mmap(-1, 4 * BS)
-    with memoryview(segment) as view:
-        volume.read_into(3, 4, view, aligned=True)
-        assert bytes(view) == data
-    # Damage one block behind the volume's back, through the page cache: the direct
-    # read sees the damage and refuses the block.
+def _damage(volume: Volume, block: int) -> None:
+    """Change a block behind the volume's back, through the page cache."""
     fd = os.open(volume.directory / DATA, os.O_WRONLY)
     try:
-        os.pwrite(fd, b"\xff" * 100, 5 * BS + 10)
+        os.pwrite(fd, b"\xff" * 100, block * BS + 10)
     finally:
         os.close(fd)
-    with memoryview(segment) as view, pytest.raises(CorruptionError, match="block 5"):
-        volume.read_into(3, 4, view, aligned=True)
+
+
+def test_local_reads_go_around_the_cache_once_then_through_it(volume: Volume) -> None:
+    volume.write_blocks(3, _pattern(4, 7))
+    volume.write_blocks(10, _pattern(2, 9))
+    segment = mmap.mmap(-1, 4 * BS)
+    with memoryview(segment) as view:
+        assert volume.read_local(3, 4, view) is True  # read once: around the cache
+        assert bytes(view) == _pattern(4, 7)
+        assert volume.read_local(3, 4, view) is False  # read again: through it
+        assert bytes(view) == _pattern(4, 7)
+        # Both ways see damage done through the page cache, and refuse the block.
+        _damage(volume, 5)
+        _damage(volume, 11)
+        with pytest.raises(CorruptionError, match="block 5 "):
+            volume.read_local(3, 4, view)
+        with pytest.raises(CorruptionError, match="block 11 "):
+            volume.read_local(10, 2, view[: 2 * BS])  # read once: around the cache
     segment.close()
+
+
+def test_recent_blocks_are_a_bounded_lru() -> None:
+    recent = RecentBlocks(4)
+    assert not recent.read_again(0, 2)
+    assert recent.read_again(0, 2)
+    assert not recent.read_again(1, 2)  # block 2 is new
+    assert not recent.read_again(5, 2)  # blocks 5, 6 push out 0 (least recently read)
+    assert recent.read_again(1, 2)
+    assert not recent.read_again(0, 1)
+    with pytest.raises(ValueError, match="not positive"):
+        RecentBlocks(0)
+    assert RecentBlocks.for_host(BS).capacity > 1000
 
 
 def test_changing_data_is_written_with_the_checksum_of_its_copy(volume: Volume) -> None:
@@ -87,11 +112,10 @@ def test_a_file_system_refusing_direct_io(ramfs: Path, caplog: pytest.LogCapture
         volume = Volume.open(ramfs / "default", BS, 4 * BS, direct=True, direct_required=False)
     try:
         assert "refuses direct I/O" in caplog.text
-        assert not volume.reads_around_cache
         volume.write_blocks(0, _pattern(2, 3))
         segment = mmap.mmap(-1, 2 * BS)
         with memoryview(segment) as view:
-            volume.read_into(0, 2, view, aligned=True)
+            assert volume.read_local(0, 2, view) is False  # through the page cache
             assert bytes(view) == _pattern(2, 3)
         segment.close()
     finally:
