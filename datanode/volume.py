@@ -193,7 +193,9 @@ class Volume:
         os.posix_fadvise(self._data, block_start * bs, block_count * bs, os.POSIX_FADV_WILLNEED)
 
     def read_blocks(self, block_start: int, block_count: int) -> bytes:
-        """Whole blocks, each verified against its checksum."""
+        """Whole blocks, each verified against its checksum (through the page cache, as
+        `read_into`)."""
+        self._recent.read_again(block_start, block_count)
         bs = self.info.blocksize
         data = os.pread(self._data, block_count * bs, block_start * bs)
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
@@ -218,7 +220,10 @@ class Volume:
         return False
 
     def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
-        """Whole blocks into `buffer`, each verified against its checksum."""
+        """Whole blocks into `buffer`, each verified against its checksum, through the
+        page cache (they count as read recently: a local read of them then finds them
+        there)."""
+        self._recent.read_again(block_start, block_count)
         self._read_verified(self._data, block_start, block_count, buffer)
 
     def _read_verified(

@@ -62,17 +62,28 @@ def test_local_reads_go_around_the_cache_once_then_through_it(volume: Volume) ->
             volume.read_local(3, 4, view)
         with pytest.raises(CorruptionError, match="block 11 "):
             volume.read_local(10, 2, view[: 2 * BS])  # read once: around the cache
+        # Blocks read through the page cache (a remote client's read) are cached:
+        # a local read of them goes there too.
+        volume.write_blocks(20, _pattern(2, 5))
+        volume.read_into(20, 2, memoryview(bytearray(2 * BS)))
+        assert volume.read_local(20, 2, view[: 2 * BS]) is False
+        assert bytes(view[: 2 * BS]) == _pattern(2, 5)
     segment.close()
 
 
-def test_recent_blocks_are_a_bounded_lru() -> None:
-    recent = RecentBlocks(4)
-    assert not recent.read_again(0, 2)
-    assert recent.read_again(0, 2)
-    assert not recent.read_again(1, 2)  # block 2 is new
-    assert not recent.read_again(5, 2)  # blocks 5, 6 push out 0 (least recently read)
-    assert recent.read_again(1, 2)
-    assert not recent.read_again(0, 1)
+def test_recent_blocks_are_a_bounded_lru_within_a_window() -> None:
+    recent = RecentBlocks(4, window=10.0)
+    assert not recent.read_again(0, 2, now=0.0)
+    assert recent.read_again(0, 2, now=1.0)
+    assert not recent.read_again(1, 2, now=2.0)  # block 2 is new
+    assert not recent.read_again(5, 2, now=3.0)  # blocks 5, 6 push out 0 (least recent)
+    assert recent.read_again(1, 2, now=4.0)
+    assert not recent.read_again(0, 1, now=5.0)
+    # Read again, but only after the window: from the disk again.
+    timed = RecentBlocks(100, window=10.0)
+    assert not timed.read_again(7, 1, now=0.0)
+    assert not timed.read_again(7, 1, now=10.5)
+    assert timed.read_again(7, 1, now=20.0)
     with pytest.raises(ValueError, match="not positive"):
         RecentBlocks(0)
     assert RecentBlocks.for_host(BS).capacity > 1000
