@@ -103,30 +103,28 @@ def _default_log(mountpoint: Path) -> Path:
 def is_mounted(path: Path) -> bool:
     """True if something is mounted at `path`, even a mount whose process died (where
     stat() fails with ENOTCONN and os.path.ismount says no)."""
-    target = os.path.normpath(path)
     try:
-        table = Path("/proc/self/mounts").read_text()
+        return _device_at(path) is not None
     except OSError:
         return os.path.ismount(path)
-    for line in table.splitlines():
-        fields = line.split()
-        if len(fields) > 1 and _unescape(fields[1]) == target:
-            return True
-    return False
 
 
 def mounted_device(path: Path) -> str | None:
     """The "major:minor" device of the file system mounted at `path` (the last one
-    mounted there, which is the one seen), from /proc/self/mountinfo; None if none.
+    mounted there, which is the one seen); None if none or the table is unreadable.
     Reads no file under `path`, so a FUSE daemon may ask about its own mount before
     it answers requests."""
-    target = os.path.normpath(path)
     try:
-        table = Path("/proc/self/mountinfo").read_text()
+        return _device_at(path)
     except OSError:
         return None
+
+
+def _device_at(path: Path) -> str | None:
+    """The device of the last mount at `path` in /proc/self/mountinfo, or None."""
+    target = os.path.normpath(path)
     device = None
-    for line in table.splitlines():
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()
         if len(fields) > 4 and _unescape(fields[4]) == target:
             device = fields[2]

@@ -101,7 +101,10 @@ class Volume:
         self._bounce = threading.local()
         self._opening = threading.Lock()
         self._direct_refused = False
-        self._recent = RecentBlocks.for_host(info.blocksize)
+        # Only a volume that reads around the page cache asks which blocks are hot.
+        self._recent = (
+            RecentBlocks.for_host(info.blocksize) if self._direct_reads is not None else None
+        )
 
     @classmethod
     def open(
@@ -195,7 +198,7 @@ class Volume:
     def read_blocks(self, block_start: int, block_count: int) -> bytes:
         """Whole blocks, each verified against its checksum (through the page cache, as
         `read_into`)."""
-        self._recent.read_again(block_start, block_count)
+        self._note_cached_read(block_start, block_count)
         bs = self.info.blocksize
         data = os.pread(self._data, block_count * bs, block_start * bs)
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
@@ -212,8 +215,13 @@ class Volume:
         """Whole blocks into a local client's page-aligned `segment`, verified as by
         `read_into`: around the page cache (direct volumes) unless the blocks were read
         recently, else through it, read ahead as one range. True if around the cache."""
-        if self._direct_reads is not None and not self._recent.read_again(block_start, block_count):
-            self._read_verified(self._direct_reads, block_start, block_count, segment)
+        recent, direct = self._recent, self._direct_reads
+        if (
+            recent is not None
+            and direct is not None
+            and not recent.read_again(block_start, block_count)
+        ):
+            self._read_verified(direct, block_start, block_count, segment)
             return True
         self.will_read(block_start, block_count)
         self._read_verified(self._data, block_start, block_count, segment)
@@ -223,8 +231,12 @@ class Volume:
         """Whole blocks into `buffer`, each verified against its checksum, through the
         page cache (they count as read recently: a local read of them then finds them
         there)."""
-        self._recent.read_again(block_start, block_count)
+        self._note_cached_read(block_start, block_count)
         self._read_verified(self._data, block_start, block_count, buffer)
+
+    def _note_cached_read(self, block_start: int, block_count: int) -> None:
+        if self._recent is not None:
+            self._recent.read_again(block_start, block_count)
 
     def _read_verified(
         self, fd: int, block_start: int, block_count: int, buffer: memoryview
@@ -296,6 +308,7 @@ class Volume:
         count = (len(data) + bs - 1) // bs
         if len(data) % bs:
             data = bytes(data) + bytes(count * bs - len(data))
+            changing = False  # a copy already
         view = memoryview(data)
         if self._direct is None and not (around_cache and self._open_direct()):
             if changing:
