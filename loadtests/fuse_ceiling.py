@@ -5,13 +5,13 @@ on a file system that keeps everything in memory and answers every request at on
         [--dd-mb 200] [--update BENCHMARKS.md]
 
 A pyfuse3 file system in asyncio mode on uvloop, in a process of its own, run the way
-`pfs mount` runs (`mount/daemon.py`), but with no namenode, no network and no disk
-behind it (and, as there, no `default_permissions`, so the kernel does not fetch a
-directory's attributes again after each change in it). What it measures is the
-kernel's FUSE round trips plus pyfuse3's and Python's per-request cost: an upper
-bound for any mount built on this binding on this machine. The same dicts behind
-mfusepy, the binding weighed against it (`ceiling_mfusepy.py`), and the same
-workloads on a local directory are measured in the same run.
+`pfs mount` runs (`mount/daemon.py`, `mount/requests.py`), but with no namenode, no
+network and no disk behind it (and, as there, no `default_permissions`, so the kernel
+does not fetch a directory's attributes again after each change in it). What it
+measures is the kernel's FUSE round trips plus pyfuse3's and Python's per-request
+cost: an upper bound for any mount built on this binding on this machine. The same
+dicts behind mfusepy, the binding weighed against it (`ceiling_mfusepy.py`), and the
+same workloads on a local directory are measured in the same run.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pyfuse3
-import pyfuse3.asyncio
 import uvloop
 
 from loadtests import ceiling_mfusepy
 from loadtests.harness import update_benchmarks_md
 from loadtests.mount_bench import MB, dd_write, empty_files, timed_command, tree_build
+from plasmafs.mount import requests
 
 MOUNT_WAIT = 10.0  # s a memory file system may take to mount
 
@@ -189,7 +189,7 @@ def _serve(mountpoint: Path, ready: Any, counts: Any) -> None:
         finally:
             pyfuse3.close(unmount=False)
 
-    pyfuse3.asyncio.enable()
+    requests.enable()
     uvloop.run(main())
     counts.put(dict(operations.calls))
 

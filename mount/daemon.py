@@ -22,13 +22,13 @@ import sys
 from pathlib import Path
 
 import pyfuse3
-import pyfuse3.asyncio
 import uvloop
 
 from plasmafs.client import Client, config
 from plasmafs.client.errors import ConfigError, PlasmaError
 from plasmafs.client.garbage import tune_for_daemon
 from plasmafs.client.mount_commands import is_mounted, mounted_device
+from plasmafs.mount import requests
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
 
@@ -111,7 +111,7 @@ async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Read
     unmounted or a signal asks to stop."""
     await fs.connection()  # fail before mounting when the namenode is unreachable
     operations = PlasmaOperations(fs, options)
-    pyfuse3.asyncio.enable()
+    requests.enable()
     pyfuse3.init(operations, str(mountpoint), fuse_options(options))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
