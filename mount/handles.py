@@ -74,7 +74,7 @@ class OpenFile:
             return self.editor.size
         return None
 
-    async def read(self, offset: int, size: int) -> bytes:
+    async def read(self, offset: int, size: int) -> bytes | memoryview:
         """Up to `size` bytes at `offset`, this handle's own writes included."""
         if self.writer is not None or self.editor is not None:
             async with self._changing:

@@ -518,8 +518,9 @@ class PlasmaOperations(pyfuse3.Operations):
         # Close-to-open: drop cached pages of an earlier version on every open.
         return pyfuse3.FileInfo(fh=number, keep_cache=False)
 
-    async def read(self, fh: int, off: int, size: int) -> bytes:
-        """Bytes of an open file."""
+    async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
+        """Bytes of an open file (pyfuse3 replies from any contiguous buffer, so a view
+        into data fetched ahead is not copied first)."""
         handle = self._handles[fh]
         if isinstance(handle, NewFile):
             return handle.read(off, size)

@@ -32,8 +32,10 @@ class Prefetch:
         self._next = 0  # where a sequential read would start
         self._streaming = False
 
-    async def read(self, offset: int, size: int) -> bytes:
-        """Up to `size` bytes at `offset`, fewer at the end of the file."""
+    async def read(self, offset: int, size: int) -> bytes | memoryview:
+        """Up to `size` bytes at `offset`, fewer at the end of the file (a view into a
+        fetched chunk: the reply to the kernel is copied from it, so a slice of bytes
+        would copy every byte twice)."""
         end = min(offset + size, self._size)
         sequential = offset == self._next or self._covered(offset)
         self._next = end
@@ -50,7 +52,9 @@ class Prefetch:
         parts = [await self._chunk(index) for index in range(first, last + 1)]
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         skip = offset - first * CHUNK
-        return data[skip : skip + end - offset]
+        if skip == 0 and end - offset == len(data):
+            return data
+        return memoryview(data)[skip : skip + end - offset]
 
     async def close(self) -> None:
         """Stop fetching and wait until every fetch has ended (the reader they use

@@ -52,6 +52,20 @@ async def test_a_sequential_reader_gets_its_bytes_from_whole_chunks() -> None:
     await prefetch.close()
 
 
+async def test_a_read_inside_a_chunk_is_a_view_of_it_not_a_copy() -> None:
+    source = Source(CHUNK)
+    prefetch = Prefetch(source.fetch, len(source.data))
+    first = await prefetch.read(0, 512 * KIB)
+    second = await prefetch.read(512 * KIB, 512 * KIB)
+    assert isinstance(first, memoryview) and isinstance(second, memoryview)
+    assert first.obj is second.obj  # the one chunk fetched
+    assert bytes(first) + bytes(second) == source.data[: 1024 * KIB]
+    whole = Prefetch(source.fetch, len(source.data))
+    assert await whole.read(0, CHUNK) is source.data  # all of it: the chunk itself
+    await prefetch.close()
+    await whole.close()
+
+
 async def test_random_reads_fetch_exactly_what_they_ask_for() -> None:
     source = Source(4 * CHUNK)
     prefetch = Prefetch(source.fetch, len(source.data))
