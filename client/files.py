@@ -541,10 +541,11 @@ class FileReader(_FileObject):
     async def pread(self, offset: int, length: int) -> bytes:
         """Bytes [offset, offset+length) of the file, fewer at its end (holes read as
         zeros); the position does not move."""
-        out = bytearray()
+        pieces: list[bytes] = []
         async for piece in self.stream(offset, length):
-            out += piece
-        return bytes(out)
+            pieces.append(bytes(piece))  # a piece is only valid until the next one comes
+        # One piece (a read within one datanode request) is copied once, not twice.
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def stream(
         self, offset: int = 0, length: int | None = None
