@@ -12,6 +12,7 @@ opened the file (fsspec's own I/O thread).
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import TYPE_CHECKING, Any
 
 from fsspec.asyn import sync
@@ -90,7 +91,13 @@ class PlasmaFile(AbstractBufferedFile):
 
     def close(self) -> None:
         """Commit what was written (a file being read: let go of its reader)."""
-        if self.closed:
+        if self.closed:  # type: ignore[has-type]  # fsspec's untyped property
+            return
+        if sys.is_finalizing():
+            # A file still open as the interpreter ends: fsspec's I/O thread runs no
+            # more, and waiting for it would hang the exit. Nothing is committed (the
+            # namenode aborts the writer's transaction with the lost connection).
+            self.closed = True
             return
         try:
             super().close()

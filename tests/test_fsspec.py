@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +249,27 @@ def test_dask_or_polars_read_through_pfs(inline_cluster: DataCluster) -> None:
     pl = pytest.importorskip("polars")
     with fsspec.open(url, "rb") as f:
         assert pl.read_parquet(f)["n"].sum() == 4950
+
+
+def test_a_program_that_ends_with_a_file_still_open_exits(inline_cluster: DataCluster) -> None:
+    # The file objects are finalized as the interpreter shuts down, when fsspec's I/O
+    # loop no longer runs: closing them must not wait for it.
+    address = inline_cluster.namenode.address
+    program = (
+        "import fsspec\n"
+        f"with fsspec.open('pfs://{address}/left-open', 'wb') as f:\n"
+        "    f.write(b'x' * 100000)\n"
+        f"kept = fsspec.open('pfs://{address}/left-open', 'rb').open()\n"
+        "assert kept.read(10) == b'x' * 10\n"
+        f"writing = fsspec.open('pfs://{address}/never-closed', 'wb').open()\n"
+        "writing.write(b'y' * 100000)\n"
+        "writing.flush()\n"
+        "print('read')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "read\n"
+    with SyncClient(address) as fs:  # what was never closed was never committed
+        assert not fs.exists("/never-closed") or fs.stat("/never-closed").size == 0
