@@ -221,7 +221,7 @@ class Volume:
             and direct is not None
             and not recent.read_again(block_start, block_count)
         ):
-            self._read_verified(direct, block_start, block_count, segment, at_once=True)
+            self._read_verified_at_once(direct, block_start, block_count, segment)
             return True
         self.will_read(block_start, block_count)
         self._read_verified(self._data, block_start, block_count, segment)
@@ -239,42 +239,49 @@ class Volume:
             self._recent.read_again(block_start, block_count)
 
     def _read_verified(
-        self,
-        fd: int,
-        block_start: int,
-        block_count: int,
-        buffer: memoryview,
-        *,
-        at_once: bool = False,
+        self, fd: int, block_start: int, block_count: int, buffer: memoryview
     ) -> None:
+        crcs = self._crcs_for(block_start, block_count, buffer)
         bs = self.info.blocksize
-        if len(buffer) != block_count * bs:
-            raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
-        crcs = os.pread(self._crc, block_count * 4, block_start * 4)
-        if at_once:
-            # Around the page cache nothing reads ahead: the range is one request to the
-            # disk, not one wait for the disk per piece; then it is checked.
-            done = 0
-            while done < len(buffer):
-                got = os.preadv(fd, [buffer[done:]], block_start * bs + done)
-                if got <= 0:
-                    raise CorruptionError(f"short read of block {block_start + done // bs}")
-                done += got
-        # Else a piece is checked right after it is read, while it is still in the CPU
-        # cache: one pass over memory instead of two.
-        piece = bs if at_once else min(bs, READ_PIECE)
+        # A piece is checked right after it is read, while it is still in the CPU cache:
+        # one pass over memory instead of two.
+        piece = min(bs, READ_PIECE)
         for i in range(block_count):
             crc = 0
             for at in range(i * bs, (i + 1) * bs, piece):
-                if not at_once:
-                    got = os.preadv(fd, [buffer[at : at + piece]], block_start * bs + at)
-                    if got != piece:
-                        raise CorruptionError(f"short read of block {block_start + i}")
+                got = os.preadv(fd, [buffer[at : at + piece]], block_start * bs + at)
+                if got != piece:
+                    raise CorruptionError(f"short read of block {block_start + i}")
                 crc = crc32c.crc32c(buffer[at : at + piece], crc)
-            if crc != _CRC.unpack_from(crcs, i * 4)[0]:
-                raise CorruptionError(
-                    f"block {block_start + i} of volume {self.info.identity} fails its checksum"
-                )
+            self._check_block(block_start, i, crc, crcs)
+
+    def _read_verified_at_once(
+        self, fd: int, block_start: int, block_count: int, buffer: memoryview
+    ) -> None:
+        """`_read_verified` around the page cache, where nothing reads ahead: the range
+        is one request to the disk (not one wait for the disk per piece), then checked."""
+        crcs = self._crcs_for(block_start, block_count, buffer)
+        bs = self.info.blocksize
+        done = 0
+        while done < len(buffer):
+            got = os.preadv(fd, [buffer[done:]], block_start * bs + done)
+            if got <= 0:
+                raise CorruptionError(f"short read of block {block_start + done // bs}")
+            done += got
+        for i in range(block_count):
+            self._check_block(block_start, i, crc32c.crc32c(buffer[i * bs : (i + 1) * bs]), crcs)
+
+    def _crcs_for(self, block_start: int, block_count: int, buffer: memoryview) -> bytes:
+        """The stored checksums of the blocks `buffer` is to hold (it must fit them)."""
+        if len(buffer) != block_count * self.info.blocksize:
+            raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
+        return os.pread(self._crc, block_count * 4, block_start * 4)
+
+    def _check_block(self, block_start: int, i: int, crc: int, crcs: bytes) -> None:
+        if crc != _CRC.unpack_from(crcs, i * 4)[0]:
+            raise CorruptionError(
+                f"block {block_start + i} of volume {self.info.identity} fails its checksum"
+            )
 
     def verify_blocks(self, block_start: int, block_count: int) -> list[int]:
         """The blocks of [block_start, +block_count) that fail their checksum (or cannot
