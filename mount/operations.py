@@ -479,13 +479,13 @@ class PlasmaOperations(pyfuse3.Operations):
             assert self.behind is not None
             attr = await self._changed(self.behind.create(parent_inode, _name(name), mode))
             limit = (await answer(self.fs.connection())).inline_limit
-            return self._opened(NewFile(attr, limit)), self._listed(attr)
+            return self._opened(NewFile(attr, limit), flags), self._listed(attr)
         await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
         if self.behind is not None:
             self.behind.known(parent_inode, _name(name), attr)
         handle = OpenFile(self.fs, attr, writable=_writes(flags))
-        return self._opened(handle), self._listed(attr)
+        return self._opened(handle, flags), self._listed(attr)
 
     def _create(self, parent_inode: int, name: bytes, mode: int) -> Awaitable[Attr]:
         where = At(parent_inode, _name(name))
@@ -510,13 +510,24 @@ class PlasmaOperations(pyfuse3.Operations):
             except pyfuse3.FUSEError:
                 await handle.release()
                 raise
-        return self._opened(handle)
+        return self._opened(handle, flags)
 
-    def _opened(self, handle: OpenFile | NewFile) -> pyfuse3.FileInfo:
+    def _opened(self, handle: OpenFile | NewFile, flags: int) -> pyfuse3.FileInfo:
         number = next(self._numbers)
         self._handles[number] = handle
         # Close-to-open: drop cached pages of an earlier version on every open.
-        return pyfuse3.FileInfo(fh=number, keep_cache=False)
+        return pyfuse3.FileInfo(
+            fh=number, keep_cache=False, direct_io=self._around_page_cache(flags)
+        )
+
+    def _around_page_cache(self, flags: int) -> bool:
+        """True if writes through an open with `flags` go to the mount straight from
+        the program's buffer. The kernel would otherwise copy what is written into its
+        page cache on the way, for nothing: the next open drops those pages
+        (close-to-open), and nothing reads or maps them through a write-only open.
+        Writeback caching needs the page cache to gather writes; an O_RDWR open may map
+        the file, which needs it too."""
+        return flags & os.O_ACCMODE == os.O_WRONLY and not self.options.writeback
 
     async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         """Bytes of an open file (pyfuse3 replies from any contiguous buffer, so a view

@@ -3,8 +3,10 @@ its errnos, close-to-open consistency with the library, and mounting and unmount
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import filecmp
+import mmap
 import os
 import shutil
 import signal
@@ -283,6 +285,49 @@ def test_dd_writes_and_reads_back_whole(mount: Mount) -> None:
     copy = mount.path / "dd.copy"
     subprocess.run(["dd", f"if={target}", f"of={copy}", "bs=1k"], check=True, capture_output=True)
     assert copy.read_bytes() == target.read_bytes()
+
+
+def test_writes_through_a_write_only_open_skip_the_kernel_page_cache(mount: Mount) -> None:
+    """A write-only open writes around the kernel's page cache (nothing could read those
+    pages before the next open drops them); a read-write open keeps it (it may map the
+    file). Seen through a mapping made before the write: mincore(2) counts its pages."""
+    size = 64 * mmap.PAGESIZE
+    target = mount.path / "pages.bin"
+    target.write_bytes(b"\0" * size)
+    for access, cached_pages in ((os.O_WRONLY, 0), (os.O_RDWR, 64)):
+        reader = os.open(target, os.O_RDONLY)
+        writer = os.open(target, access)  # each open drops the cached pages
+        try:
+            os.pwrite(writer, os.urandom(size), 0)
+            assert _pages_in_cache(reader, size) == cached_pages
+        finally:
+            os.close(writer)
+            os.close(reader)
+    data = os.urandom(size)
+    with open(target, "wb") as out:  # O_WRONLY | O_TRUNC | O_CREAT
+        out.write(data)
+    assert target.read_bytes() == data
+
+
+def _pages_in_cache(fd: int, size: int) -> int:
+    """How many pages of the first `size` bytes of `fd`'s file are in the page cache
+    (a shared read-only mapping is made and not touched: mincore(2) asks the cache)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]  # fmt: skip
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if address == ctypes.c_void_p(-1).value:
+        raise OSError(ctypes.get_errno(), "mmap")
+    try:
+        resident = ctypes.create_string_buffer(size // mmap.PAGESIZE)
+        if libc.mincore(address, size, resident) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        return sum(byte & 1 for byte in resident.raw)
+    finally:
+        libc.munmap(address, size)
 
 
 def test_the_kernel_reads_ahead_a_whole_request(mount: Mount) -> None:
