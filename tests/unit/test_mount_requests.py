@@ -1,6 +1,7 @@
 """The mount's wait for the next FUSE request (`mount/requests.py`), on a pipe: a
-queued request is seen at once, an idle device is waited for through the loop, and a
-stream of queued requests still lets the loop's other tasks run."""
+queued request is seen at once, an idle device is waited for through the loop, a
+stream of queued requests still lets the loop's other tasks run, a request that comes
+while the wait spins is taken then, and spinning stops while it does not pay."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from plasmafs.mount.requests import DeviceWait
+from plasmafs.mount import requests
+from plasmafs.mount.requests import DeviceWait, QuickRequests
 
 
 @pytest.fixture
@@ -63,3 +65,35 @@ async def test_queued_requests_leave_other_tasks_their_turn(pipe: tuple[int, int
         await wait.wait_readable(read_end)
     other.cancel()
     assert turns >= 100
+
+
+async def test_a_request_that_comes_while_spinning_is_taken_then(
+    pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long spin, so that only a spin that gives the loop no turn can miss the request.
+    monkeypatch.setattr(requests, "SPIN", 5.0)
+    read_end, write_end = pipe
+    wait = DeviceWait()
+
+    async def program() -> None:
+        await asyncio.sleep(0)  # runs while the wait spins
+        os.write(write_end, b"next request")
+
+    sender = asyncio.create_task(program())
+    await asyncio.wait_for(wait.wait_readable(read_end), 10.0)
+    await sender
+    assert wait.quick.share == 1.0  # the spin saw it: no sleep through the loop
+
+
+def test_spinning_stops_while_it_does_not_pay_and_resumes_when_it_does() -> None:
+    quick = QuickRequests()
+    assert all(quick.spin_now() for _ in range(5))
+    for _ in range(20):
+        quick.record(False)
+    spins = [quick.spin_now() for _ in range(3 * QuickRequests.PROBE_EVERY)]
+    assert spins.count(True) == 3  # every 16th idle wait only, to notice a change
+    while not quick.spin_now():
+        pass
+    for _ in range(20):
+        quick.record(True)
+    assert all(quick.spin_now() for _ in range(5))
