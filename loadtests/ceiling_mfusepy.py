@@ -4,12 +4,14 @@ mfusepy (the maintained successor of fusepy) binds libfuse 3's high-level,
 path-based API through ctypes, and libfuse calls it from its own threads. The
 file system here keeps the same dicts as `fuse_ceiling.MemoryOperations`, so the
 two bindings' ceilings are measured on the same workloads in the same run
-(`python -m loadtests.fuse_ceiling`).
+(`python -m loadtests.fuse_ceiling`). As the mount does, a write-only open writes
+around the kernel's page cache (libfuse passes the open's file info through, raw_fi).
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import stat
 import threading
 import time
@@ -61,12 +63,13 @@ class MemoryPaths(mfusepy.Operations):
         node = parent.children[name] = _Node(mode)
         return node
 
-    def _open(self, node: _Node) -> int:
-        fh, self.next_fh = self.next_fh, self.next_fh + 1
-        self.handles[fh] = node
-        return fh
+    def _open(self, node: _Node, fi: Any) -> int:
+        fi.fh, self.next_fh = self.next_fh, self.next_fh + 1
+        fi.direct_io = fi.flags & os.O_ACCMODE == os.O_WRONLY
+        self.handles[fi.fh] = node
+        return 0
 
-    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+    def getattr(self, path: str, fi: Any = None) -> dict[str, Any]:
         """Attributes of a path."""
         with self.guard:
             node = self._find(path)
@@ -93,31 +96,31 @@ class MemoryPaths(mfusepy.Operations):
     def create(self, path: str, mode: int, fi: Any = None) -> int:
         """A new file, open."""
         with self.guard:
-            return self._open(self._new(path, stat.S_IFREG | stat.S_IMODE(mode)))
+            return self._open(self._new(path, stat.S_IFREG | stat.S_IMODE(mode)), fi)
 
-    def open(self, path: str, flags: int) -> int:
+    def open(self, path: str, fi: Any) -> int:
         """An existing file, open."""
         with self.guard:
-            return self._open(self._find(path))
+            return self._open(self._find(path), fi)
 
-    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
         """Bytes of an open file."""
         with self.guard:
-            return bytes(self.handles[fh].data[offset : offset + size])
+            return bytes(self.handles[fi.fh].data[offset : offset + size])
 
-    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+    def write(self, path: str, data: bytes, offset: int, fi: Any) -> int:
         """Bytes into an open file."""
         with self.guard:
-            node = self.handles[fh]
+            node = self.handles[fi.fh]
             if offset > len(node.data):
                 node.data.extend(bytes(offset - len(node.data)))
             node.data[offset : offset + len(data)] = data
             return len(data)
 
-    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+    def truncate(self, path: str, length: int, fi: Any = None) -> int:
         """Cut or extend a file."""
         with self.guard:
-            node = self.handles[fh] if fh else self._find(path)
+            node = self.handles[fi.fh] if fi else self._find(path)
             del node.data[length:]
             node.data.extend(bytes(length - len(node.data)))
         return 0
@@ -126,14 +129,14 @@ class MemoryPaths(mfusepy.Operations):
         """Times are not kept apart from creation."""
         return 0
 
-    def flush(self, path: str, fh: int) -> int:
+    def flush(self, path: str, fi: Any) -> int:
         """Nothing to make visible."""
         return 0
 
-    def release(self, path: str, fh: int) -> int:
+    def release(self, path: str, fi: Any) -> int:
         """Forget the handle."""
         with self.guard:
-            self.handles.pop(fh, None)
+            self.handles.pop(fi.fh, None)
         return 0
 
     def unlink(self, path: str) -> int:
@@ -159,4 +162,4 @@ class MemoryPaths(mfusepy.Operations):
 
 def serve(mountpoint: Path) -> None:
     """Mount the memory file system at `mountpoint` and answer until unmounted."""
-    mfusepy.FUSE(MemoryPaths(), str(mountpoint), foreground=True)
+    mfusepy.FUSE(MemoryPaths(), str(mountpoint), foreground=True, raw_fi=True)

@@ -7,7 +7,8 @@ on a file system that keeps everything in memory and answers every request at on
 A pyfuse3 file system in asyncio mode on uvloop, in a process of its own, run the way
 `pfs mount` runs (`mount/daemon.py`, `mount/requests.py`), but with no namenode, no
 network and no disk behind it (and, as there, no `default_permissions`, so the kernel
-does not fetch a directory's attributes again after each change in it). What it
+does not fetch a directory's attributes again after each change in it; a write-only
+open writes around the kernel's page cache). What it
 measures is the kernel's FUSE round trips plus pyfuse3's and Python's per-request
 cost: an upper bound for any mount built on this binding on this machine. The same
 dicts behind mfusepy, the binding weighed against it (`ceiling_mfusepy.py`), and the
@@ -118,12 +119,12 @@ class MemoryOperations(pyfuse3.Operations):
         """A new file, open."""
         self.calls["create"] += 1
         node = self._new(parent_inode, name, stat.S_IFREG | stat.S_IMODE(mode))
-        return pyfuse3.FileInfo(fh=node.ino), self._entry(node)
+        return _opened(node.ino, flags), self._entry(node)
 
     async def open(self, inode, flags, ctx):
         """The handle is the inode number."""
         self.calls["open"] += 1
-        return pyfuse3.FileInfo(fh=inode)
+        return _opened(inode, flags)
 
     async def read(self, fh, off, size):
         """Bytes of a file."""
@@ -175,6 +176,11 @@ class MemoryOperations(pyfuse3.Operations):
         if self.nodes[directory.children[name]].children:
             raise pyfuse3.FUSEError(errno.ENOTEMPTY)
         del self.nodes[directory.children.pop(name)]
+
+
+def _opened(fh: int, flags: int) -> pyfuse3.FileInfo:
+    """An open as the mount answers it: write-only opens around the page cache."""
+    return pyfuse3.FileInfo(fh=fh, direct_io=flags & os.O_ACCMODE == os.O_WRONLY)
 
 
 def _serve(mountpoint: Path, ready: Any, counts: Any) -> None:
