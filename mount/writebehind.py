@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import inspect
 import logging
 import stat
 import time
@@ -351,7 +352,7 @@ class WriteBehind:
             t = await self.fs.begin(lock_wait=LOCK_WAIT)
             answers = [self._request(t, c) for c in changes]
             committed = t.commit(unless_failed=True)
-            return await asyncio.gather(*answers, committed, return_exceptions=True)
+            return await results_of(*answers, committed)
         except Exception as exc:
             return [exc]
 
@@ -528,6 +529,24 @@ class WriteBehind:
             ino, kind, mode, d.uid, d.gid, 0, now, now, 2 if is_dir else 1,
             self.replication or d.replication, d.blocksize, 1,
         )  # fmt: skip
+
+
+async def results_of(*answers: Awaitable[object]) -> list[object]:
+    """The result or the exception of each of `answers`, awaited one after another in
+    this task: the requests left already, and a send carries thousands of them, for
+    which asyncio.gather would make (and schedule) a task each."""
+    results: list[object] = []
+    try:
+        for answer in answers:
+            try:
+                results.append(await answer)
+            except Exception as exc:
+                results.append(exc)
+    finally:
+        for unawaited in answers[len(results) + 1 :]:  # cancelled: close the rest
+            if inspect.iscoroutine(unawaited):
+                unawaited.close()
+    return results
 
 
 async def _second(first: Awaitable[object], second: Awaitable[Attr]) -> Attr:
