@@ -11,7 +11,6 @@ around the kernel's page cache (libfuse passes the open's file info through, raw
 from __future__ import annotations
 
 import errno
-import os
 import stat
 import threading
 import time
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import mfusepy
+
+from plasmafs.mount.operations import writes_around_page_cache
 
 
 class _Node:
@@ -65,7 +66,7 @@ class MemoryPaths(mfusepy.Operations):
 
     def _open(self, node: _Node, fi: Any) -> int:
         fi.fh, self.next_fh = self.next_fh, self.next_fh + 1
-        fi.direct_io = fi.flags & os.O_ACCMODE == os.O_WRONLY
+        fi.direct_io = writes_around_page_cache(fi.flags, writeback=False)
         self.handles[fi.fh] = node
         return 0
 

@@ -37,6 +37,7 @@ from loadtests import ceiling_mfusepy
 from loadtests.harness import update_benchmarks_md
 from loadtests.mount_bench import MB, dd_write, empty_files, timed_command, tree_build
 from plasmafs.mount import requests
+from plasmafs.mount.operations import writes_around_page_cache
 
 MOUNT_WAIT = 10.0  # s a memory file system may take to mount
 
@@ -180,7 +181,7 @@ class MemoryOperations(pyfuse3.Operations):
 
 def _opened(fh: int, flags: int) -> pyfuse3.FileInfo:
     """An open as the mount answers it: write-only opens around the page cache."""
-    return pyfuse3.FileInfo(fh=fh, direct_io=flags & os.O_ACCMODE == os.O_WRONLY)
+    return pyfuse3.FileInfo(fh=fh, direct_io=writes_around_page_cache(flags, writeback=False))
 
 
 def _serve(mountpoint: Path, ready: Any, counts: Any) -> None:

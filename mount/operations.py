@@ -516,18 +516,8 @@ class PlasmaOperations(pyfuse3.Operations):
         number = next(self._numbers)
         self._handles[number] = handle
         # Close-to-open: drop cached pages of an earlier version on every open.
-        return pyfuse3.FileInfo(
-            fh=number, keep_cache=False, direct_io=self._around_page_cache(flags)
-        )
-
-    def _around_page_cache(self, flags: int) -> bool:
-        """True if writes through an open with `flags` go to the mount straight from
-        the program's buffer. The kernel would otherwise copy what is written into its
-        page cache on the way, for nothing: the next open drops those pages
-        (close-to-open), and nothing reads or maps them through a write-only open.
-        Writeback caching needs the page cache to gather writes; an O_RDWR open may map
-        the file, which needs it too."""
-        return flags & os.O_ACCMODE == os.O_WRONLY and not self.options.writeback
+        around = writes_around_page_cache(flags, writeback=self.options.writeback)
+        return pyfuse3.FileInfo(fh=number, keep_cache=False, direct_io=around)
 
     async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         """Bytes of an open file (pyfuse3 replies from any contiguous buffer, so a view
@@ -718,6 +708,16 @@ class PlasmaOperations(pyfuse3.Operations):
 
 def _times_only(fields: pyfuse3.SetattrFields) -> bool:
     return not (fields.update_mode or fields.update_uid or fields.update_gid or fields.update_size)
+
+
+def writes_around_page_cache(flags: int, *, writeback: bool) -> bool:
+    """True if writes through an open with `flags` should go to the mount straight from
+    the program's buffer (FUSE direct I/O). The kernel would otherwise copy what is
+    written into its page cache on the way, for nothing: the next open drops those
+    pages (close-to-open), and nothing reads or maps them through a write-only open.
+    Writeback caching needs the page cache to gather writes; an O_RDWR open may map
+    the file, which needs it too."""
+    return flags & os.O_ACCMODE == os.O_WRONLY and not writeback
 
 
 def _writes(flags: int) -> bool:
