@@ -104,8 +104,9 @@ class NamespaceCache:
 
     A directory is *complete* when every one of its entries is in the cache: one this
     namenode created (empty at birth, and every later change passes through commits
-    here). A name missing from a complete directory does not exist, with no query.
-    Evicting any entry of a directory makes it incomplete again.
+    here). A name missing from a complete directory does not exist, with no query, and
+    the number of its entries is counted as commits change them, so that rmdir asks
+    no query either. Evicting any entry of a directory makes it incomplete again.
     """
 
     def __init__(self, inode_limit: int, entry_limit: int) -> None:
@@ -116,7 +117,7 @@ class NamespaceCache:
         self.entries.on_evict = self._entry_evicted
         self.extents: _Table[int, tuple[ExtentRow, ...]] = _Table(inode_limit // 4)
         self.parents: _Table[int, int] = _Table(entry_limit)
-        self._complete: dict[int, None] = {}
+        self._complete: dict[int, int] = {}  # directory -> number of its entries
         self._complete_limit = max(entry_limit, 16)
 
     def get_inode(self, ino: int) -> Inode | _Missing | None:
@@ -132,9 +133,13 @@ class NamespaceCache:
 
     def mark_complete(self, directory: int) -> None:
         """Record that every entry of the (new, empty) `directory` is cached."""
-        self._complete[directory] = None
+        self._complete[directory] = 0
         if len(self._complete) > self._complete_limit:
             del self._complete[next(iter(self._complete))]
+
+    def committed_entry_count(self, directory: int) -> int | None:
+        """How many committed entries `directory` has, or None when it is not complete."""
+        return self._complete.get(directory)
 
     def _entry_evicted(self, key: tuple[int, str]) -> None:
         self._complete.pop(key[0], None)
@@ -167,6 +172,7 @@ class NamespaceCache:
         self.inodes.put(ino, inode, epoch)
         if inode is None:
             self.parents.put(ino, None, epoch)
+            self._complete.pop(ino, None)
 
     def commit_newer_inode(self, inode: Inode, epoch: int) -> None:
         """Record a committed row unless the cache already holds a later version of it."""
@@ -181,7 +187,14 @@ class NamespaceCache:
     ) -> None:
         """Record a committed entry (None: removed; `created`: its inode is new in this
         commit)."""
-        self.entries.put((parent, name), ino, epoch)
+        key = (parent, name)
+        counted = parent in self._complete
+        if counted:
+            delta = (ino is not None) - isinstance(self.entries.peek(key), int)
+        self.entries.put(key, ino, epoch)
+        # (The put may have evicted an entry of `parent`, which makes it incomplete.)
+        if counted and delta and parent in self._complete:
+            self._complete[parent] += delta
         if ino is not None:
             if not created and self.parents.peek(ino) != parent and self._may_be_directory(ino):
                 self.search_epoch += 1  # a directory moved: its subtree has new ancestors

@@ -22,6 +22,8 @@ from plasmafs.client import (
     NotFoundError,
     TransactionError,
 )
+from tests.cluster import NamenodeProcess
+from tests.conftest import connected_client
 
 
 async def test_mkdir_create_and_lookup(fs: Client) -> None:
@@ -85,6 +87,43 @@ async def test_unlink_and_rmdir(fs: Client) -> None:
     await fs.rmdir("/d")
     assert not await fs.exists("/d")
     assert (await fs.stat("/")).nlink == 2
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["counted", "queried"])
+async def test_rmdir_sees_entries_of_earlier_commits_and_of_its_own_transaction(
+    namenode: NamenodeProcess, restarted: bool
+) -> None:
+    """rmdir counts what the namenode's cache holds of a directory it created, and asks
+    PostgreSQL after a restart; both must agree on every case."""
+    async with connected_client(namenode.address) as fs:
+        await fs.mkdir("/d")
+        await fs.mkdir("/e")
+        for name in ("a", "b", "c"):
+            await fs.create(f"/d/{name}")
+        await fs.create("/f")
+        await fs.rename("/d/c", "/e/c")  # moved out of /d...
+        await fs.rename("/f", "/e/f")  # ...and into /e
+        await fs.unlink("/e/c")
+    if restarted:
+        namenode.stop()
+        namenode.start()
+    async with connected_client(namenode.address) as fs:
+        async with fs.transaction() as t:
+            await t.unlink("/d/a")
+            with pytest.raises(NotEmptyError):
+                await t.rmdir("/d")  # b is still there
+        with pytest.raises(NotEmptyError):
+            await fs.rmdir("/e")  # f was moved in
+        async with fs.transaction() as t:
+            await t.create("/d/new")
+            await t.unlink("/d/new")
+            with pytest.raises(NotEmptyError):
+                await t.rmdir("/d")  # b is committed
+            await t.unlink("/d/b")
+            await t.rmdir("/d")
+        await fs.rename("/e/f", "/f")
+        await fs.rmdir("/e")
+        assert await fs.listdir("/") == ["f"]
 
 
 async def test_rename_within_and_across_directories(fs: Client) -> None:
