@@ -21,6 +21,9 @@ class Touch:
 
     mtime_ns: int
     nlink_delta: int = 0
+    # The last overlay (a committed row, and that row with this touch applied): each
+    # change in the directory looks it up again, and the row rarely changes meanwhile.
+    overlaid: tuple[Inode, Inode] | None = None
 
 
 @dataclass(slots=True)
@@ -107,14 +110,18 @@ class ChangeSet:
         else:
             pending.mtime_ns = max(pending.mtime_ns, now_ns)
             pending.nlink_delta += nlink_delta
+            pending.overlaid = None
 
     def overlay(self, committed: Inode) -> Inode:
         """`committed` as this transaction sees it, with its pending touch applied."""
         pending = self.touches.get(committed.ino)
         if pending is None:
             return committed
+        last = pending.overlaid
+        if last is not None and last[0] is committed:
+            return last[1]
         attr = committed.attr
-        return replace(
+        shown = replace(
             committed,
             attr=replace(
                 attr,
@@ -123,3 +130,5 @@ class ChangeSet:
                 nlink=attr.nlink + pending.nlink_delta,
             ),
         )
+        pending.overlaid = (committed, shown)
+        return shown

@@ -38,3 +38,15 @@ def test_an_inode_created_and_deleted_in_one_transaction_leaves_nothing() -> Non
     assert 9 not in cs.inodes and 9 not in cs.created and not cs.deleted_kinds
     cs.delete_inode(4, FileKind.FILE)
     assert cs.inodes[4] is None and cs.deleted_kinds == {4: FileKind.FILE}
+
+
+def test_an_overlay_is_made_again_only_when_the_touch_or_the_committed_row_changes() -> None:
+    cs = ChangeSet()
+    cs.touch(1, 50, +1)
+    committed = _dir(1, mtime=40)
+    first = cs.overlay(committed)
+    assert cs.overlay(committed) is first
+    cs.touch(1, 60, +1)
+    assert (cs.overlay(committed).attr.mtime_ns, cs.overlay(committed).attr.nlink) == (60, 4)
+    newer = _dir(1, mtime=70, nlink=5)  # another transaction's commit changed the row
+    assert (cs.overlay(newer).attr.mtime_ns, cs.overlay(newer).attr.nlink) == (70, 7)
