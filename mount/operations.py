@@ -649,13 +649,27 @@ class PlasmaOperations(pyfuse3.Operations):
                 if isinstance(handle, NewFile):
                     await self._commit(handle)
                 else:
+                    cached = handle.prefetch is not None
                     await handle.release()
                     if writing:
                         self._committed(handle.attr)
+                    elif cached and not self.options.writeback:
+                        self._drop_cached_pages(handle.ino)
             except Exception as exc:  # nobody to tell but the log
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
             if writing:
                 self.readahead.forget()
+
+    def _drop_cached_pages(self, inode: int) -> None:
+        """Let the kernel free the pages read through the last open of `inode` now.
+        The next open drops them anyway (close-to-open), and pages freed at once are
+        the next reads' pages, instead of memory never touched before."""
+        if self._open_here(inode):
+            return
+        try:
+            pyfuse3.invalidate_inode(inode)
+        except OSError as exc:  # the kernel forgot the inode already
+            log.debug("dropping the cached pages of inode %d: %s", inode, exc)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         """The kernel let go of these inodes."""

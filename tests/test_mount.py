@@ -309,6 +309,36 @@ def test_writes_through_a_write_only_open_skip_the_kernel_page_cache(mount: Moun
     assert target.read_bytes() == data
 
 
+def test_the_last_close_of_a_file_read_lets_the_kernel_free_its_pages(mount: Mount) -> None:
+    """Pages read through the mount are freed at the file's last close (the next open
+    would drop them anyway, close-to-open), not when memory runs short: the next reads
+    reuse that memory. Seen in the kernel's count of cached memory, which grows by the
+    file's size while it is open and falls back once it is closed."""
+    size = 8 * 1024 * 1024
+    target = mount.path / "read-once.bin"
+    with open(target, "wb") as out:  # a write-only open: around the page cache
+        for _ in range(size // (1024 * 1024)):
+            out.write(os.urandom(1024 * 1024))
+    with open(target, "rb") as f:
+        before = _cached_bytes()
+        while f.read(1024 * 1024):
+            pass
+        while_open = _cached_bytes()
+    assert while_open - before > size * 3 // 4  # reading filled the page cache
+    deadline = time.monotonic() + 10
+    while _cached_bytes() > while_open - size * 3 // 4:
+        assert time.monotonic() < deadline, "the file's pages stayed cached after its close"
+        time.sleep(0.05)
+
+
+def _cached_bytes() -> int:
+    """The kernel's cached memory (/proc/meminfo: page cache and shared memory)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no Cached line in /proc/meminfo")
+
+
 def _pages_in_cache(fd: int, size: int) -> int:
     """How many pages of the first `size` bytes of `fd`'s file are in the page cache
     (a shared read-only mapping is made and not touched: mincore(2) asks the cache)."""
