@@ -27,6 +27,7 @@ import uvloop
 from plasmafs.client import Client, config
 from plasmafs.client.errors import ConfigError, PlasmaError
 from plasmafs.client.garbage import tune_for_daemon
+from plasmafs.client.heap import reuse_freed_buffers
 from plasmafs.client.mount_commands import is_mounted, mounted_device
 from plasmafs.mount import requests
 from plasmafs.mount.operations import PlasmaOperations
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             durable_commits=options.sync,
         )
         tune_for_daemon()
+        reuse_freed_buffers()  # data moves in buffers of 1-2 MiB (writes, read-ahead)
         uvloop.run(_serve_and_close(mountpoint, options, fs, ready))
     except (PlasmaError, RuntimeError, OSError) as exc:
         # RuntimeError: libfuse could not mount (no /dev/fuse, no fusermount3, ...).
