@@ -188,13 +188,13 @@ class NamespaceCache:
         """Record a committed entry (None: removed; `created`: its inode is new in this
         commit)."""
         key = (parent, name)
-        counted = parent in self._complete
-        if counted:
-            delta = (ino is not None) - isinstance(self.entries.peek(key), int)
+        count = self._complete.get(parent)
+        if count is not None:
+            count += (ino is not None) - isinstance(self.entries.peek(key), int)
         self.entries.put(key, ino, epoch)
         # (The put may have evicted an entry of `parent`, which makes it incomplete.)
-        if counted and delta and parent in self._complete:
-            self._complete[parent] += delta
+        if count is not None and parent in self._complete:
+            self._complete[parent] = count
         if ino is not None:
             if not created and self.parents.peek(ino) != parent and self._may_be_directory(ino):
                 self.search_epoch += 1  # a directory moved: its subtree has new ancestors
