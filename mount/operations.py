@@ -653,7 +653,7 @@ class PlasmaOperations(pyfuse3.Operations):
                     await handle.release()
                     if writing:
                         self._committed(handle.attr)
-                    elif cached and not self.options.writeback:
+                    elif cached:
                         self._drop_cached_pages(handle.ino)
             except Exception as exc:  # nobody to tell but the log
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
@@ -663,8 +663,10 @@ class PlasmaOperations(pyfuse3.Operations):
     def _drop_cached_pages(self, inode: int) -> None:
         """Let the kernel free the pages read through the last open of `inode` now.
         The next open drops them anyway (close-to-open), and pages freed at once are
-        the next reads' pages, instead of memory never touched before."""
-        if self._open_here(inode):
+        the next reads' pages, instead of memory never touched before. The call waits
+        on this loop's answers if a page is dirty (writeback caching) or being read (a
+        handle of the file open here), so it is skipped then."""
+        if self.options.writeback or self._open_here(inode):
             return
         try:
             pyfuse3.invalidate_inode(inode)

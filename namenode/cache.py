@@ -137,9 +137,14 @@ class NamespaceCache:
         if len(self._complete) > self._complete_limit:
             del self._complete[next(iter(self._complete))]
 
-    def committed_entry_count(self, directory: int) -> int | None:
-        """How many committed entries `directory` has, or None when it is not complete."""
-        return self._complete.get(directory)
+    def entries_left(self, directory: int, removed: set[str]) -> int | None:
+        """How many committed entries of `directory` are not among the names `removed`,
+        or None when the directory is not complete (then only a query can tell)."""
+        count = self._complete.get(directory)
+        if count is None:
+            return None
+        cached = self.entries.peek
+        return count - sum(isinstance(cached((directory, name)), int) for name in removed)
 
     def _entry_evicted(self, key: tuple[int, str]) -> None:
         self._complete.pop(key[0], None)

@@ -268,10 +268,9 @@ class Namespace:
         gone = {n for n in changed if txn.cs.entries[(ino, n)] is None}
         if len(gone) != len(changed):
             return True
-        count = self.cache.committed_entry_count(ino)
-        if count is not None:  # every entry is cached: count those the change set keeps
-            cached = self.cache.entries.peek
-            return count > sum(isinstance(cached((ino, name)), int) for name in gone)
+        left = self.cache.entries_left(ino, gone)
+        if left is not None:  # every entry is cached: no query
+            return left > 0
         committed = await self.store.list_entries(ino, "", len(gone) + 1, False)
         return any(e.name not in gone for e in committed)
 

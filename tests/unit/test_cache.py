@@ -42,21 +42,22 @@ def test_a_complete_directory_answers_absent_names_until_an_entry_is_evicted() -
 def test_a_complete_directory_counts_its_entries_until_one_is_evicted() -> None:
     cache = NamespaceCache(16, 16)
     cache.mark_complete(7)
-    assert cache.committed_entry_count(7) == 0
+    assert cache.entries_left(7, set()) == 0
     cache.commit_entry(7, "a", 100, cache.begin_commit(), created=True)
     cache.commit_entry(7, "b", 101, cache.begin_commit(), created=True)
     cache.commit_entry(7, "a", 102, cache.begin_commit())  # replaced: still one entry
     cache.commit_entry(7, "b", None, cache.begin_commit())
     cache.commit_entry(7, "b", None, cache.begin_commit())  # removing twice counts once
     cache.commit_entry(8, "x", 103, cache.begin_commit())  # another directory
-    assert cache.committed_entry_count(7) == 1
-    assert cache.committed_entry_count(8) is None
+    assert cache.entries_left(7, set()) == 1
+    assert cache.entries_left(7, {"a", "b", "never"}) == 0  # only "a" exists
+    assert cache.entries_left(8, set()) is None
     for k in range(40):
         cache.commit_entry(9, f"n{k}", 200 + k, cache.begin_commit())
-    assert cache.committed_entry_count(7) is None
+    assert cache.entries_left(7, set()) is None
     cache.mark_complete(10)
     cache.commit_inode(10, None, cache.begin_commit())  # the directory was removed
-    assert cache.committed_entry_count(10) is None
+    assert cache.entries_left(10, set()) is None
 
 
 def test_a_newer_version_is_not_replaced_by_an_older_touch() -> None:
