@@ -28,7 +28,11 @@ if TYPE_CHECKING:
         FsckReplica,
         FsckSummary,
     )
-    from plasmafs.client.attributes import (
+    from plasmafs.client.client import Client, connect
+    from plasmafs.client.files import FileReader, FileWriter
+    from plasmafs.client.sync import SyncClient, connect_sync
+    from plasmafs.client.transaction import Transaction
+    from plasmafs.core.attributes import (
         Attr,
         BlockList,
         DirEntry,
@@ -38,8 +42,7 @@ if TYPE_CHECKING:
         Replica,
         ReplicaState,
     )
-    from plasmafs.client.client import Client, connect
-    from plasmafs.client.errors import (
+    from plasmafs.core.errors import (
         AccessDeniedError,
         AuthenticationError,
         BusyError,
@@ -65,58 +68,55 @@ if TYPE_CHECKING:
         TransactionError,
         UnavailableError,
     )
-    from plasmafs.client.errors import PermissionError as PermissionError
-    from plasmafs.client.files import FileReader, FileWriter
-    from plasmafs.client.paths import At
-    from plasmafs.client.sync import SyncClient, connect_sync
-    from plasmafs.client.transaction import Transaction
+    from plasmafs.core.errors import PermissionError as PermissionError
+    from plasmafs.core.paths import At
 
 _WHERE = {
-    "AccessDeniedError": "plasmafs.client.errors",
-    "At": "plasmafs.client.paths",
-    "Attr": "plasmafs.client.attributes",
-    "AuthenticationError": "plasmafs.client.errors",
-    "BlockList": "plasmafs.client.attributes",
-    "BusyError": "plasmafs.client.errors",
+    "AccessDeniedError": "plasmafs.core.errors",
+    "At": "plasmafs.core.paths",
+    "Attr": "plasmafs.core.attributes",
+    "AuthenticationError": "plasmafs.core.errors",
+    "BlockList": "plasmafs.core.attributes",
+    "BusyError": "plasmafs.core.errors",
     "Client": "plasmafs.client.client",
-    "ConfigError": "plasmafs.client.errors",
-    "ConflictError": "plasmafs.client.errors",
-    "ConnectionLostError": "plasmafs.client.errors",
-    "CorruptionError": "plasmafs.client.errors",
+    "ConfigError": "plasmafs.core.errors",
+    "ConflictError": "plasmafs.core.errors",
+    "ConnectionLostError": "plasmafs.core.errors",
+    "CorruptionError": "plasmafs.core.errors",
     "DatanodeState": "plasmafs.client.admin",
     "DatanodeStatus": "plasmafs.client.admin",
-    "DirEntry": "plasmafs.client.attributes",
-    "ExistsError": "plasmafs.client.errors",
-    "Extent": "plasmafs.client.attributes",
-    "FileKind": "plasmafs.client.attributes",
+    "DirEntry": "plasmafs.core.attributes",
+    "ExistsError": "plasmafs.core.errors",
+    "Extent": "plasmafs.core.attributes",
+    "FileKind": "plasmafs.core.attributes",
     "FileReader": "plasmafs.client.files",
     "FileWriter": "plasmafs.client.files",
     "FsckBlock": "plasmafs.client.admin",
     "FsckFile": "plasmafs.client.admin",
     "FsckReplica": "plasmafs.client.admin",
     "FsckSummary": "plasmafs.client.admin",
-    "FsStat": "plasmafs.client.attributes",
-    "InvalidArgumentError": "plasmafs.client.errors",
-    "IsDirectoryError": "plasmafs.client.errors",
-    "LoopError": "plasmafs.client.errors",
-    "NameTooLongError": "plasmafs.client.errors",
-    "NoSpaceError": "plasmafs.client.errors",
-    "NotDirectoryError": "plasmafs.client.errors",
-    "NotEmptyError": "plasmafs.client.errors",
-    "NotFoundError": "plasmafs.client.errors",
-    "OperationNotPermittedError": "plasmafs.client.errors",
-    "PermissionDeniedError": "plasmafs.client.errors",
-    "PermissionError": "plasmafs.client.errors",
-    "PlasmaError": "plasmafs.client.errors",
-    "Replica": "plasmafs.client.attributes",
-    "ReplicaState": "plasmafs.client.attributes",
-    "ShutdownError": "plasmafs.client.errors",
-    "StaleFileError": "plasmafs.client.errors",
-    "StorageError": "plasmafs.client.errors",
+    "FsStat": "plasmafs.core.attributes",
+    "InvalidArgumentError": "plasmafs.core.errors",
+    "IsDirectoryError": "plasmafs.core.errors",
+    "LoopError": "plasmafs.core.errors",
+    "NameTooLongError": "plasmafs.core.errors",
+    "NoSpaceError": "plasmafs.core.errors",
+    "NotDirectoryError": "plasmafs.core.errors",
+    "NotEmptyError": "plasmafs.core.errors",
+    "NotFoundError": "plasmafs.core.errors",
+    "OperationNotPermittedError": "plasmafs.core.errors",
+    "PermissionDeniedError": "plasmafs.core.errors",
+    "PermissionError": "plasmafs.core.errors",
+    "PlasmaError": "plasmafs.core.errors",
+    "Replica": "plasmafs.core.attributes",
+    "ReplicaState": "plasmafs.core.attributes",
+    "ShutdownError": "plasmafs.core.errors",
+    "StaleFileError": "plasmafs.core.errors",
+    "StorageError": "plasmafs.core.errors",
     "SyncClient": "plasmafs.client.sync",
     "Transaction": "plasmafs.client.transaction",
-    "TransactionError": "plasmafs.client.errors",
-    "UnavailableError": "plasmafs.client.errors",
+    "TransactionError": "plasmafs.core.errors",
+    "UnavailableError": "plasmafs.core.errors",
     "connect": "plasmafs.client.client",
     "connect_sync": "plasmafs.client.sync",
 }

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from plasmafs.client.errors import InvalidArgumentError, NotFoundError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import service_error
+from plasmafs.core.errors import InvalidArgumentError, NotFoundError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import service_error
 
 if TYPE_CHECKING:
     from plasmafs.client.client import Client

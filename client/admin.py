@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import grpc
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import ReplicaState
-from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import service_error
+from plasmafs.core import paths
+from plasmafs.core.attributes import ReplicaState
+from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import service_error
 
 CALL_TIMEOUT = 60.0  # seconds for a unary admin call
 

@@ -15,24 +15,24 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from plasmafs.client import config
-from plasmafs.client.attributes import Attr, BlockList, DirEntry, FsStat, Summary, TreeEntry
 from plasmafs.client.connection import Connection
-from plasmafs.client.errors import (
-    AuthenticationError,
-    ConfigError,
-    ConflictError,
-    InvalidArgumentError,
-    NotFoundError,
-)
-from plasmafs.client.leases import SessionRequests
-from plasmafs.client.paths import Where
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.client.session_requests import SessionRequests
 from plasmafs.client.transaction import (
     DEFAULT_PAGE,
     CommittedReads,
     Transaction,
     tree_entries,
 )
+from plasmafs.core.attributes import Attr, BlockList, DirEntry, FsStat, Summary, TreeEntry
+from plasmafs.core.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from plasmafs.core.paths import Where
+from plasmafs.core.proto import namenode_pb2 as pb
 
 if TYPE_CHECKING:
     from plasmafs.client.accounts import Accounts
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.editing import FileEditor
     from plasmafs.client.files import FileReader, FileWriter
-    from plasmafs.client.security import ChannelTLS
+    from plasmafs.core.tls import ChannelTLS
 
 T = TypeVar("T")
 
@@ -442,7 +442,7 @@ class Client:
         replicas; with `wait`, return only once every block of those files has exactly
         `replication` live replicas, looking every `poll` seconds. A replication above
         the live datanodes is refused by the namenode."""
-        from plasmafs.client import replication as rep
+        from plasmafs.client import replication_change as rep
 
         files = await rep.set_replication(self, path, replication)
         if wait:
@@ -453,7 +453,7 @@ class Client:
         self, files: list[str], replication: int, *, poll: float = 0.5
     ) -> None:
         """Wait until every block of `files` has exactly `replication` live replicas."""
-        from plasmafs.client import replication as rep
+        from plasmafs.client import replication_change as rep
 
         await rep.wait_for_replication(self, files, replication, poll=poll)
 

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from plasmafs.client import values
-from plasmafs.client.errors import ConfigError
+from plasmafs.core import value_checks as values
+from plasmafs.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from plasmafs.client.security import ChannelTLS
+    from plasmafs.core.tls import ChannelTLS
 
 CLIENT_CONFIG = "client.json"
 
@@ -49,7 +49,7 @@ def client_tls(address: str | None = None) -> ChannelTLS | None:
     """How the client verifies the namenode at `address` (None: the configured one): the
     CA in PFS_CLIENT_CA, else the CA the local cluster's client.json records when that
     names this namenode; None: plaintext."""
-    from plasmafs.client.security import ChannelTLS
+    from plasmafs.core.tls import ChannelTLS
 
     ca = os.environ.get("PFS_CLIENT_CA") or _recorded_for(address).get("ca")
     return ChannelTLS.from_files(Path(ca)) if ca else None
@@ -59,7 +59,7 @@ def client_token(address: str | None = None, token_file: Path | None = None) -> 
     """The credential the client presents to the namenode at `address`: the token in
     `token_file` (--token-file), else in the file PFS_TOKEN_FILE names, else in the
     local cluster's token file when client.json names this namenode; None: no token."""
-    from plasmafs.client.credentials import TOKEN_FILE_ENV, find_token
+    from plasmafs.core.credentials import TOKEN_FILE_ENV, find_token
 
     recorded = None
     if token_file is None and not os.environ.get(TOKEN_FILE_ENV):

@@ -19,16 +19,16 @@ import asyncio
 
 import grpc
 
-from plasmafs.client import channels
-from plasmafs.client.errors import AuthenticationError, ConnectionLostError, PlasmaError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import (
+from plasmafs.core import channel_options as channels
+from plasmafs.core.errors import AuthenticationError, ConnectionLostError, PlasmaError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import (
     INLINE_LIMIT_METADATA_KEY,
     USER_METADATA_KEY,
     error_from_rpc,
 )
-from plasmafs.client.security import ChannelTLS, open_channel
+from plasmafs.core.tls import ChannelTLS, open_channel
 
 CLOSE_GRACE = 2.0  # seconds the namenode has to end a closed stream before it is cut
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import Attr, FileKind
 from plasmafs.client.client import Client
-from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError, NotFoundError
 from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.core import paths
+from plasmafs.core.attributes import Attr, FileKind
+from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError, NotFoundError
 
 TREE_COPIES = 8  # files copied at once by copy_tree
 

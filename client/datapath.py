@@ -9,15 +9,16 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 import grpc
 
-from plasmafs.client import channels, dataframes
-from plasmafs.client.attributes import Replica
-from plasmafs.client.dataframes import DatanodeStub
-from plasmafs.client.errors import PlasmaError, UnavailableError
-from plasmafs.client.localread import LocalReads
-from plasmafs.client.localwrite import LocalWrites
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
-from plasmafs.client.security import ChannelTLS, open_channel
+from plasmafs.client.shm_read import LocalReads
+from plasmafs.client.shm_write import LocalWrites
+from plasmafs.core import channel_options as channels
+from plasmafs.core import data_framing as dataframes
+from plasmafs.core.attributes import Replica
+from plasmafs.core.data_framing import DatanodeStub
+from plasmafs.core.errors import PlasmaError, UnavailableError
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
+from plasmafs.core.tls import ChannelTLS, open_channel
 
 
 class DataChannels:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from plasmafs.client.attributes import Attr, BlockList, FileKind
 from plasmafs.client.datapath import DataChannels, write_range
-from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
 from plasmafs.client.files import MESSAGE_BYTES, FileReader
 from plasmafs.client.transaction import CommittedReads, Transaction, answers
+from plasmafs.core.attributes import Attr, BlockList, FileKind
+from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError
 
 MAX_DIRTY_BYTES = 64 * 1024 * 1024  # changed blocks kept before a commit is forced
 MAX_SIZE = 2**62

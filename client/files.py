@@ -29,9 +29,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import NoReturn
 
-from plasmafs.client.attributes import Attr, BlockList, Extent, FileKind, Replica, ReplicaState
 from plasmafs.client.datapath import DataChannels, read_range, write_range
-from plasmafs.client.errors import (
+from plasmafs.client.transaction import CommittedReads, Transaction, answers
+from plasmafs.core.attributes import Attr, BlockList, Extent, FileKind, Replica, ReplicaState
+from plasmafs.core.errors import (
     CorruptionError,
     ExistsError,
     InvalidArgumentError,
@@ -42,8 +43,7 @@ from plasmafs.client.errors import (
     StaleFileError,
     UnavailableError,
 )
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.transaction import CommittedReads, Transaction, answers
+from plasmafs.core.proto import datanode_pb2 as dpb
 
 RUN_BLOCKS = 128  # blocks requested per allocation when the size is unknown
 MAX_RUN_BLOCKS = 1024  # blocks requested per allocation at most

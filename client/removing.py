@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import FileKind
 from plasmafs.client.client import Client
-from plasmafs.client.errors import InvalidArgumentError, NotFoundError, PermissionError
 from plasmafs.client.transaction import Transaction
+from plasmafs.core import paths
+from plasmafs.core.attributes import FileKind
+from plasmafs.core.errors import InvalidArgumentError, NotFoundError, PermissionError
 
 BATCH = 1000  # removals per transaction
 

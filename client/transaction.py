@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 from typing import Any
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import (
+from plasmafs.client.connection import Connection
+from plasmafs.core import paths
+from plasmafs.core.attributes import (
     Attr,
     BlockList,
     DirEntry,
@@ -26,8 +27,7 @@ from plasmafs.client.attributes import (
     Summary,
     TreeEntry,
 )
-from plasmafs.client.connection import Connection
-from plasmafs.client.errors import (
+from plasmafs.core.errors import (
     AuthenticationError,
     ConnectionLostError,
     ExistsError,
@@ -37,8 +37,8 @@ from plasmafs.client.errors import (
     TransactionError,
     error_from_wire,
 )
-from plasmafs.client.paths import Where
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.paths import Where
+from plasmafs.core.proto import namenode_pb2 as pb
 
 DEFAULT_PAGE = 1024
 _KIND_OF = {int(kind): kind for kind in FileKind}

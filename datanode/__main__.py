@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from plasmafs.client.daemon import run_daemon
-from plasmafs.client.heap import reuse_freed_buffers
+from plasmafs.core.runtime.daemon import run_daemon
+from plasmafs.core.runtime.freed_buffers import reuse_freed_buffers
 from plasmafs.datanode.server import serve
 from plasmafs.datanode.settings import DatanodeSettings
 

@@ -24,18 +24,18 @@ from typing import Any
 
 import grpc
 
-from plasmafs.client import channels
-from plasmafs.client.dataframes import DatanodeStub
-from plasmafs.client.errors import (
+from plasmafs.core import channel_options as channels
+from plasmafs.core.data_framing import DatanodeStub
+from plasmafs.core.errors import (
     InvalidArgumentError,
     PlasmaError,
     StorageError,
     UnavailableError,
 )
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
-from plasmafs.client.security import ChannelTLS, open_channel
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.rpc_status import ERRNO_METADATA_KEY, error_from_rpc
+from plasmafs.core.tls import ChannelTLS, open_channel
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.volume import Volume, whole_blocks

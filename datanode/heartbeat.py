@@ -23,12 +23,12 @@ from pathlib import Path
 
 import grpc
 
-from plasmafs.client import channels
-from plasmafs.client.errors import ConfigError, NotFoundError, PlasmaError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import error_from_rpc
-from plasmafs.client.security import ChannelTLS, open_channel
+from plasmafs.core import channel_options as channels
+from plasmafs.core.errors import ConfigError, NotFoundError, PlasmaError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import error_from_rpc
+from plasmafs.core.tls import ChannelTLS, open_channel
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.registration import Registration
 from plasmafs.datanode.scrubber import Scrubber

@@ -29,14 +29,14 @@ import socket
 import threading
 from pathlib import Path
 
-from plasmafs.client.errors import (
+from plasmafs.core.errors import (
     InvalidArgumentError,
     PlasmaError,
     StorageError,
     UnavailableError,
 )
-from plasmafs.client.localframes import body_length, frame, recv_exact, slot_size
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.shm_framing import body_length, frame, recv_exact, slot_size
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.registration import Registration, authorize
 from plasmafs.datanode.volume import Volume

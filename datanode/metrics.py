@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from plasmafs.client.daemon_metrics import LoopMetrics, Values
+from plasmafs.core.runtime.metrics import LoopMetrics, Values
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats
 from plasmafs.datanode.local import LocalDataServer

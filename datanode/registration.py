@@ -4,9 +4,9 @@ blocks, inside the volume."""
 
 from __future__ import annotations
 
-from plasmafs.client import tickets
-from plasmafs.client.errors import StorageError
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.core import tickets
+from plasmafs.core.errors import StorageError
+from plasmafs.core.proto import datanode_pb2 as dpb
 from plasmafs.datanode.volume import Volume
 
 

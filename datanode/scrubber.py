@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.inflight import InflightWrites, run_to_end
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.volume import Volume

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from plasmafs.client import channels
-from plasmafs.client.errors import ConfigError
-from plasmafs.client.security import add_port
+from plasmafs.core import channel_options as channels
+from plasmafs.core.errors import ConfigError
+from plasmafs.core.tls import add_port
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats, NamenodeLink, Outbox
 from plasmafs.datanode.inflight import InflightWrites

@@ -17,11 +17,11 @@ from typing import Any
 
 import grpc
 
-from plasmafs.client import dataframes
-from plasmafs.client.dataframes import SERVICE
-from plasmafs.client.errors import InvalidArgumentError, PlasmaError, StorageError
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.rpc_status import abort_with
+from plasmafs.core import data_framing as dataframes
+from plasmafs.core.data_framing import SERVICE
+from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.rpc_status import abort_with
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.registration import Registration, authorize
 from plasmafs.datanode.volume import ReadAhead, Volume, whole_blocks

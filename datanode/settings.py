@@ -10,10 +10,10 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from plasmafs.client.daemon import DaemonSettings
-from plasmafs.client.errors import PlasmaError
-from plasmafs.client.sizes import parse_size
-from plasmafs.client.values import check_address, check_blocksize
+from plasmafs.core.errors import PlasmaError
+from plasmafs.core.runtime.daemon import DaemonSettings
+from plasmafs.core.sizes import parse_size
+from plasmafs.core.value_checks import check_address, check_blocksize
 
 
 class DatanodeSettings(DaemonSettings):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import crc32c
 
-from plasmafs.client.errors import ConfigError, CorruptionError, InvalidArgumentError
+from plasmafs.core.errors import ConfigError, CorruptionError, InvalidArgumentError
 from plasmafs.datanode.recent import RecentBlocks
 
 log = logging.getLogger(__name__)

@@ -34,8 +34,8 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from loadtests.harness import bench_cluster, update_benchmarks_md
 from loadtests.mount_bench import drop_caches
 from plasmafs.client import Client
-from plasmafs.client.fsspec_filesystem import PlasmaFileSystem
-from plasmafs.client.sizes import parse_size
+from plasmafs.core.sizes import parse_size
+from plasmafs.fsspec.filesystem import PlasmaFileSystem
 
 RANGE = 64 * 1024
 COLUMNS = 8

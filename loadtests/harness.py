@@ -22,7 +22,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.peak import peak_kib
-from plasmafs.client.local.cluster import (
+from plasmafs.local.cluster import (
     cluster_ca,
     daemon_tls_env,
     ensure_superuser,
@@ -31,7 +31,7 @@ from plasmafs.client.local.cluster import (
     start_namenode_process,
     stop_process,
 )
-from plasmafs.client.local.postgres import (
+from plasmafs.local.postgres import (
     LocalPostgres,
     create_database,
     free_port,

@@ -36,8 +36,8 @@ from loadtests.harness import (
 )
 from plasmafs.client import Client, ReplicaState
 from plasmafs.client.files import FileWriter
-from plasmafs.client.local.postgres import create_database
-from plasmafs.client.sizes import parse_size
+from plasmafs.core.sizes import parse_size
+from plasmafs.local.postgres import create_database
 
 MIB = 1024**2
 LOST_AFTER = 5.0
@@ -74,7 +74,7 @@ def get_rate(cluster: BenchCluster, paths: list[str], size: int, *, local: bool)
     started = time.perf_counter()
     for path in paths:
         subprocess.run(
-            [sys.executable, "-m", "plasmafs.client.cli", *flags, "get", path, str(target)],
+            [sys.executable, "-m", "plasmafs.cli", *flags, "get", path, str(target)],
             env=env,
             check=True,
             capture_output=True,

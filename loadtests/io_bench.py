@@ -48,7 +48,7 @@ from loadtests.harness import (
     update_benchmarks_md,
 )
 from plasmafs.client import Client, FileReader
-from plasmafs.client.sizes import parse_size
+from plasmafs.core.sizes import parse_size
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -86,7 +86,7 @@ class Run:
 
 def timed_cli(env: dict[str, str], servers: list[int], *args: str) -> Run:
     """Run `pfs ARGS`; its time, peak memory, and the CPU used by it and by `servers`."""
-    return _timed(["plasmafs.client.cli", *args], env, servers)[0]
+    return _timed(["plasmafs.cli", *args], env, servers)[0]
 
 
 def _timed(
@@ -142,7 +142,7 @@ def parallel_cats(env: dict[str, str], path: str, n: int) -> float:
     start = time.perf_counter()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "plasmafs.client.cli", "cat", path],
+            [sys.executable, "-m", "plasmafs.cli", "cat", path],
             env=env,
             stdout=subprocess.DEVNULL,
         )

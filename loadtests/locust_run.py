@@ -37,8 +37,8 @@ from loadtests import locust_report
 from loadtests.harness import bench_cluster, cpu_seconds, postgres_cpu_seconds, scrape
 from loadtests.locust_window import WINDOW_FILE_ENV, marks
 from plasmafs.client.config import pfs_home
-from plasmafs.client.local.cluster import load_state
-from plasmafs.client.local.postgres import free_port
+from plasmafs.local.cluster import load_state
+from plasmafs.local.postgres import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST_FILES = ("lookup", "commit", "namespace", "data")

@@ -266,7 +266,7 @@ def run(scale: float, seconds: float) -> dict[str, Any]:
 def _mounted(mountpoint: Path, env: dict[str, str], workdir: Path, *options: str) -> Iterator[None]:
     """`pfs mount` (with `options`) at `mountpoint` for the block; unmounted whatever
     happens, with the tail of the mount's log printed if the block failed."""
-    command = [sys.executable, "-m", "plasmafs.client.cli", "mount", str(mountpoint)]
+    command = [sys.executable, "-m", "plasmafs.cli", "mount", str(mountpoint)]
     if options:
         command += ["-o", ",".join(options)]
     mounted = subprocess.run(command, env=env, capture_output=True, text=True)

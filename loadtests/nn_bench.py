@@ -42,7 +42,7 @@ from loadtests.harness import (
 from loadtests.locust_report import DEFAULT_RESULTS, NN_BENCH_JSON
 from plasmafs.client import Client, SyncClient
 from plasmafs.client.accounts import accounts
-from plasmafs.client.security import ChannelTLS
+from plasmafs.core.tls import ChannelTLS
 
 CONCURRENCY = (1, 8, 64)
 

@@ -35,7 +35,7 @@ def _seconds(command: list[str], env: dict[str, str]) -> float:
 def measure(namenode: str, runs: int) -> dict[str, float]:
     """Median seconds of each command over `runs` interleaved rounds."""
     env = dict(os.environ, PFS_CLIENT_NAMENODE=namenode)
-    pfs = [sys.executable, "-m", "plasmafs.client.cli"]
+    pfs = [sys.executable, "-m", "plasmafs.cli"]
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "pfs --help": [*pfs, "--help"],
@@ -57,7 +57,7 @@ def report(medians: dict[str, float], runs: int) -> str:
         "## CLI start-up (`loadtests/startup_bench.py`)",
         "",
         f"Command: `python -m loadtests.startup_bench --runs {runs}` — medians of {runs} "
-        "interleaved runs; `pfs` runs as `python -m plasmafs.client.cli`, `ls /` against a "
+        "interleaved runs; `pfs` runs as `python -m plasmafs.cli`, `ls /` against a "
         "local namenode.",
         "",
         "| command | median | vs `python -c pass` | target |",

@@ -3,7 +3,7 @@
 `python -m loadtests.stream_server READY_FILE` serves; `python -m loadtests.stream_server
 pull ADDRESS N` is the client side, in its own process so that both ends cost what they
 cost. `--tuned` gives both ends the allocator settings pfs and the datanodes run with
-(plasmafs.client.heap): the floor our data path is held to, since the same settings
+(plasmafs.core.runtime.freed_buffers): the floor our data path is held to, since the same settings
 alone make the bare stream ~40% faster here."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import grpc
 import uvloop
 
 from loadtests.harness import serve_floor
-from plasmafs.client.heap import reuse_freed_buffers
+from plasmafs.core.runtime.freed_buffers import reuse_freed_buffers
 
 SERVICE = "plasmafs.bench.Stream"
 METHOD = f"/{SERVICE}/Pull"

@@ -76,7 +76,7 @@ def _cli(*args: str) -> float:
     """Seconds a `pfs` command takes, output discarded."""
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "plasmafs.client.cli", *args],
+        [sys.executable, "-m", "plasmafs.cli", *args],
         check=True,
         stdout=subprocess.DEVNULL,
     )

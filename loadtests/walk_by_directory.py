@@ -11,8 +11,8 @@ import asyncio
 import sys
 
 from plasmafs.client import Client
-from plasmafs.client.attributes import FileKind
 from plasmafs.client.config import namenode_address
+from plasmafs.core.attributes import FileKind
 
 
 async def by_directory(fs: Client, root: str) -> tuple[int, int]:

@@ -25,11 +25,11 @@ import pyfuse3
 import uvloop
 
 from plasmafs.client import Client, config
-from plasmafs.client.errors import ConfigError, PlasmaError
-from plasmafs.client.garbage import tune_for_daemon
-from plasmafs.client.heap import reuse_freed_buffers
-from plasmafs.client.mount_commands import is_mounted, mounted_device
+from plasmafs.core.errors import ConfigError, PlasmaError
+from plasmafs.core.runtime.freed_buffers import reuse_freed_buffers
+from plasmafs.core.runtime.gc_tuning import tune_for_daemon
 from plasmafs.mount import requests
+from plasmafs.mount.mountpoints import is_mounted, mounted_device
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
 

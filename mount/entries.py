@@ -8,8 +8,8 @@ import logging
 
 import pyfuse3
 
-from plasmafs.client.attributes import Attr
-from plasmafs.client.errors import ConnectionLostError, PlasmaError
+from plasmafs.core.attributes import Attr
+from plasmafs.core.errors import ConnectionLostError, PlasmaError
 from plasmafs.mount.options import MountOptions
 
 log = logging.getLogger(__name__)

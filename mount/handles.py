@@ -25,9 +25,9 @@ import errno
 import pyfuse3
 
 from plasmafs.client import Client
-from plasmafs.client.attributes import Attr
 from plasmafs.client.editing import FileEditor
 from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.core.attributes import Attr
 from plasmafs.mount.prefetch import Prefetch
 
 

@@ -24,7 +24,7 @@ import errno
 
 import pyfuse3
 
-from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.core.attributes import Attr, FileKind
 
 
 def _version(attr: Attr) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from plasmafs.client.attributes import Attr
+from plasmafs.core.attributes import Attr
 
 
 class NewFile:

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import pyfuse3
 
 from plasmafs.client import At, Client
-from plasmafs.client.attributes import Attr, DirEntry
-from plasmafs.client.errors import NotFoundError
+from plasmafs.core.attributes import Attr, DirEntry
+from plasmafs.core.errors import NotFoundError
 from plasmafs.mount.entries import absent, entry, fuse_error
 from plasmafs.mount.handles import OpenFile
 from plasmafs.mount.kernelview import KernelView

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from plasmafs.client.errors import ConfigError, InvalidArgumentError
-from plasmafs.client.values import check_replication
+from plasmafs.core.errors import ConfigError, InvalidArgumentError
+from plasmafs.core.value_checks import check_replication
 
 MAX_TIMEOUT = 86400.0
 

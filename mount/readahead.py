@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from plasmafs.client import Client
-from plasmafs.client.attributes import Attr, DirEntry, FileKind
+from plasmafs.core.attributes import Attr, DirEntry, FileKind
 
 log = logging.getLogger(__name__)
 

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field, replace
 import pyfuse3
 
 from plasmafs.client import At, Client
-from plasmafs.client.attributes import Attr, DirEntry, FileKind
 from plasmafs.client.connection import Connection
-from plasmafs.client.errors import BusyError, ConnectionLostError, PlasmaError
-from plasmafs.client.leases import SessionRequests
+from plasmafs.client.session_requests import SessionRequests
 from plasmafs.client.transaction import Transaction
+from plasmafs.core.attributes import Attr, DirEntry, FileKind
+from plasmafs.core.errors import BusyError, ConnectionLostError, PlasmaError
 
 log = logging.getLogger(__name__)
 

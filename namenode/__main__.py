@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from plasmafs.client.daemon import run_daemon
+from plasmafs.core.runtime.daemon import run_daemon
 from plasmafs.namenode.server import serve
 from plasmafs.namenode.settings import load_settings
 

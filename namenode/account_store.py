@@ -20,13 +20,13 @@ from typing import Protocol
 
 import asyncpg
 
-from plasmafs.client.credentials import (
+from plasmafs.core.credentials import (
     MAX_CREDENTIAL_ID,
     format_token,
     new_secret,
     secret_digest,
 )
-from plasmafs.client.errors import (
+from plasmafs.core.errors import (
     BusyError,
     ExistsError,
     InvalidArgumentError,

@@ -20,14 +20,14 @@ from typing import NoReturn
 
 import grpc
 
-from plasmafs.client.errors import (
+from plasmafs.core.errors import (
     ConfigError,
     InvalidArgumentError,
     OperationNotPermittedError,
 )
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import answered
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import answered
 from plasmafs.namenode.account_store import (
     AccountStore,
     CredentialRow,

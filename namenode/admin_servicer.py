@@ -9,12 +9,12 @@ from typing import TypeVar
 
 import grpc
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import FileKind
-from plasmafs.client.errors import BusyError, NotFoundError, PlasmaError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import abort_with, answered
+from plasmafs.core import paths
+from plasmafs.core.attributes import FileKind
+from plasmafs.core.errors import BusyError, NotFoundError, PlasmaError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import abort_with, answered
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
 from plasmafs.namenode.gate import Gate

@@ -23,7 +23,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from plasmafs.client.errors import NoSpaceError
+from plasmafs.core.errors import NoSpaceError
 
 RUN = 128
 

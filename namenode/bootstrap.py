@@ -19,8 +19,8 @@ from pathlib import Path
 
 import asyncpg
 
-from plasmafs.client.credentials import write_token_file
-from plasmafs.client.errors import PlasmaError, StorageError
+from plasmafs.core.credentials import write_token_file
+from plasmafs.core.errors import PlasmaError, StorageError
 from plasmafs.namenode.account_store import AccountStore, OneConnection
 from plasmafs.namenode.migrator import migrate_database
 

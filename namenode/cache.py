@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
-from plasmafs.client.attributes import FileKind
+from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.records import ExtentRow, Inode
 
 K = TypeVar("K")

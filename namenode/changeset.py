@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from plasmafs.client.attributes import FileKind
+from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.records import ExtentRow, Inode
 
 

@@ -23,8 +23,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from plasmafs.client.attributes import FileKind
-from plasmafs.client.errors import NotActiveError, PlasmaError, ShutdownError, StorageError
+from plasmafs.core.attributes import FileKind
+from plasmafs.core.errors import NotActiveError, PlasmaError, ShutdownError, StorageError
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.store import OutcomeUnknownError, RetryableStoreError, Store

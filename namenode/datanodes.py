@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from plasmafs.client.errors import AuthenticationError, ConfigError, NotFoundError
+from plasmafs.core.errors import AuthenticationError, ConfigError, NotFoundError
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.store import DatanodeRow, Store
 

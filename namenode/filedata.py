@@ -22,9 +22,9 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
-from plasmafs.client import tickets
-from plasmafs.client.attributes import Extent, FileKind, Replica, ReplicaState
-from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
+from plasmafs.core import tickets
+from plasmafs.core.attributes import Extent, FileKind, Replica, ReplicaState
+from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from plasmafs.client.attributes import FileKind
+from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.health import GroupHealth, ReplicaHealth

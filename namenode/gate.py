@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import grpc
 
-from plasmafs.client.errors import AuthenticationError, OperationNotPermittedError
+from plasmafs.core.errors import AuthenticationError, OperationNotPermittedError
 from plasmafs.namenode.principals import SUPERUSER, Principal, Principals
 
 COMMON_NAME = "x509_common_name"

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from plasmafs.client.attributes import ReplicaState
+from plasmafs.core.attributes import ReplicaState
 from plasmafs.namenode.datanodes import NORMAL, DatanodeRegistry
 from plasmafs.namenode.records import ExtentRow
 

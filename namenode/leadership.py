@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from plasmafs.client.errors import BusyError, NotActiveError, StorageError
+from plasmafs.core.errors import BusyError, NotActiveError, StorageError
 from plasmafs.namenode.store import Store
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from plasmafs.client.errors import ConflictError
+from plasmafs.core.errors import ConflictError
 
 LockKey = Hashable
 

@@ -9,7 +9,7 @@ Request counts and latencies are kept in plain per-operation lists on the event 
 Prometheus families only when scraped; prometheus_client's own Histogram takes a lock
 per observation, which cost lookups per second at 64 in flight. prometheus_client
 serves scrapes on its own threads, so a scrape never reads namenode state itself: it
-asks the loop for a snapshot and waits for it (client/daemon_metrics.py).
+asks the loop for a snapshot and waits for it (core/runtime/metrics.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from plasmafs.client.daemon_metrics import LoopMetrics, Values
+from plasmafs.core.runtime.metrics import LoopMetrics, Values
 
 LATENCY_BUCKETS = (
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,

@@ -15,7 +15,7 @@ from importlib import resources
 
 import asyncpg
 
-from plasmafs.client.errors import ConfigError, StorageError
+from plasmafs.core.errors import ConfigError, StorageError
 
 # An arbitrary constant shared by every namenode of a database: "pfs-mig" in ASCII.
 MIGRATION_LOCK_KEY = 0x7066732D6D6967

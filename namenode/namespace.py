@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import Attr, Extent, FileKind, FsStat
-from plasmafs.client.errors import (
+from plasmafs.core import paths
+from plasmafs.core.attributes import Attr, Extent, FileKind, FsStat
+from plasmafs.core.errors import (
     BusyError,
     ConflictError,
     ExistsError,
@@ -38,7 +38,7 @@ from plasmafs.client.errors import (
     StorageError,
     TransactionError,
 )
-from plasmafs.client.values import check_blocksize, check_mode, check_replication
+from plasmafs.core.value_checks import check_blocksize, check_mode, check_replication
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer

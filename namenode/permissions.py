@@ -30,7 +30,7 @@ import stat
 from dataclasses import dataclass
 from typing import Protocol
 
-from plasmafs.client.errors import OperationNotPermittedError, PermissionError
+from plasmafs.core.errors import OperationNotPermittedError, PermissionError
 
 R, W, X = 4, 2, 1  # the bits of `want`, as in one rwx triple
 

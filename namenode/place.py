@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from plasmafs.client import paths
-from plasmafs.client.errors import InvalidArgumentError
+from plasmafs.core import paths
+from plasmafs.core.errors import InvalidArgumentError
 from plasmafs.namenode.records import ROOT_INO
 
 

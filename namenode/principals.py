@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from plasmafs.client.credentials import parse_token, secret_digest
-from plasmafs.client.errors import AuthenticationError, NotFoundError
+from plasmafs.core.credentials import parse_token, secret_digest
+from plasmafs.core.errors import AuthenticationError, NotFoundError
 from plasmafs.namenode.account_store import AccountRows, CredentialRow, GroupRow, UserRow
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.core.attributes import Attr, FileKind
 
 ROOT_INO = 1
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from plasmafs.client.attributes import FileKind
+from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.health import DatanodeSets
 from plasmafs.namenode.records import ExtentRow
 from plasmafs.namenode.store import Store

@@ -28,8 +28,8 @@ from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from plasmafs.client.errors import BusyError, ConflictError, NotFoundError, PlasmaError
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.errors import BusyError, ConflictError, NotFoundError, PlasmaError
+from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.filedata import FileData

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import grpc
 
-from plasmafs.client import channels
-from plasmafs.client.errors import ConfigError, NotActiveError
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.security import add_port
+from plasmafs.core import channel_options as channels
+from plasmafs.core.errors import ConfigError, NotActiveError
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.tls import add_port
 from plasmafs.namenode.account_store import AccountStore
 from plasmafs.namenode.accounts_servicer import accounts_servicer
 from plasmafs.namenode.admin_servicer import AdminServicer

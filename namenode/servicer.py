@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.client.errors import AuthenticationError, NotFoundError, PlasmaError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import (
+from plasmafs.core.errors import AuthenticationError, NotFoundError, PlasmaError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import (
     INLINE_LIMIT_METADATA_KEY,
     USER_METADATA_KEY,
     abort_with,

@@ -20,15 +20,15 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
-from plasmafs.client.attributes import Extent
-from plasmafs.client.errors import (
+from plasmafs.core.attributes import Extent
+from plasmafs.core.errors import (
     BusyError,
     InvalidArgumentError,
     PlasmaError,
     StorageError,
     TransactionError,
 )
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode import leases
 from plasmafs.namenode.eager import start_eagerly
 from plasmafs.namenode.metrics import NamenodeMetrics

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from plasmafs.client.daemon import DaemonSettings
-from plasmafs.client.errors import PlasmaError
-from plasmafs.client.security import ServerTLS
-from plasmafs.client.values import check_address
+from plasmafs.core.errors import PlasmaError
+from plasmafs.core.runtime.daemon import DaemonSettings
+from plasmafs.core.tls import ServerTLS
+from plasmafs.core.value_checks import check_address
 
 
 class NamenodeSettings(DaemonSettings):

@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from plasmafs.client.attributes import Attr, FileKind
-from plasmafs.client.errors import NotActiveError, StorageError
+from plasmafs.core.attributes import Attr, FileKind
+from plasmafs.core.errors import NotActiveError, StorageError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.records import ExtentRow, Inode
 

@@ -20,7 +20,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from plasmafs.client.attributes import FileKind
+from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.permissions import Caller, R, X, may
 from plasmafs.namenode.place import Place
 from plasmafs.namenode.records import Inode, Listed

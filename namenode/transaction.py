@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from plasmafs.client.errors import ConflictError, TransactionError
+from plasmafs.core.errors import ConflictError, TransactionError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.locks import LockOwner
 from plasmafs.namenode.principals import Principal

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from plasmafs.client.attributes import FileKind
+from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.records import Listed
 from plasmafs.namenode.store import Store
 

@@ -1,11 +1,11 @@
 """Checks of request values only the namespace rules make: listing and walk cursors.
 The checks every process shares (modes, replication, blocksizes) are in
-plasmafs.client.values."""
+plasmafs.core.value_checks."""
 
 from __future__ import annotations
 
-from plasmafs.client import paths
-from plasmafs.client.errors import InvalidArgumentError
+from plasmafs.core import paths
+from plasmafs.core.errors import InvalidArgumentError
 
 
 def check_cursor(after: bytes) -> str:

@@ -9,9 +9,9 @@ the directories above it (see `check_ancestors`).
 
 from __future__ import annotations
 
-from plasmafs.client import paths
-from plasmafs.client.attributes import Attr, FileKind
-from plasmafs.client.errors import (
+from plasmafs.core import paths
+from plasmafs.core.attributes import Attr, FileKind
+from plasmafs.core.errors import (
     InvalidArgumentError,
     LoopError,
     NotDirectoryError,

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("client", "namenode", "datanode", "mount", "sql")
+
+
+def package_folders() -> dict[str, str]:
+    """plasmafs.<name> -> source folder, as pyproject.toml's package-dir maps them."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        mapping = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    return {name.removeprefix("plasmafs."): folder for name, folder in mapping.items()}
 
 
 def main() -> int:
@@ -20,10 +27,12 @@ def main() -> int:
     shadow = ROOT / "build" / "typecheck" / "plasmafs"
     shadow.mkdir(parents=True, exist_ok=True)
     (shadow / "__init__.py").write_text('"""plasmafs (type-check shadow)."""\n')
-    for name in PACKAGES:
+    for name, folder in package_folders().items():
         link = shadow / name
+        if link.is_symlink() and link.readlink() != ROOT / folder:
+            link.unlink()
         if not link.is_symlink():
-            link.symlink_to(ROOT / name, target_is_directory=True)
+            link.symlink_to(ROOT / folder, target_is_directory=True)
     cmd = [
         sys.executable,
         "-m",

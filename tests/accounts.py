@@ -11,7 +11,7 @@ from pathlib import Path
 
 import asyncpg
 
-from plasmafs.client.credentials import format_token, secret_digest, write_token_file
+from plasmafs.core.credentials import format_token, secret_digest, write_token_file
 from plasmafs.namenode.account_store import AccountStore, OneConnection
 
 STAFF_GID = 2000

@@ -47,7 +47,7 @@ def run_pfs(env: dict[str, str], *args: str, timeout: float = 60.0) -> Result:
     """Run `pfs ARGS...` as a subprocess."""
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "plasmafs.client.cli", *args],
+        [sys.executable, "-m", "plasmafs.cli", *args],
         env=env,
         capture_output=True,
         text=True,

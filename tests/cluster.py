@@ -25,14 +25,14 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import grpc
 
-from plasmafs.client.local.cluster import (
+from plasmafs.core.tls import ChannelTLS
+from plasmafs.local.cluster import (
     cluster_ca,
     daemon_tls_env,
     insecure_env,
     start_daemon,
 )
-from plasmafs.client.local.postgres import create_database as create_postgres_database
-from plasmafs.client.security import ChannelTLS
+from plasmafs.local.postgres import create_database as create_postgres_database
 from plasmafs.namenode.migrator import migrate
 from tests.accounts import TOKENS, insert_test_accounts
 
@@ -200,7 +200,7 @@ class DatanodeProcess:
 
     def start(self) -> DatanodeProcess:
         """Start (or restart) the daemon on its volume and wait until it serves."""
-        from plasmafs.client.local.cluster import start_datanode_process
+        from plasmafs.local.cluster import start_datanode_process
 
         name = self.principal or self.directory.name
         security = tls_env("datanode", name) if self.tls else INSECURE["datanode"]
@@ -217,15 +217,15 @@ class DatanodeProcess:
 
     def stop(self) -> None:
         """SIGTERM and wait."""
-        from plasmafs.client.local.cluster import stop_process
+        from plasmafs.local.cluster import stop_process
 
         stop_process(self.pid, "plasmafs.datanode")
 
     @property
     def datanode_id(self) -> int:
         """The id the namenode gave this datanode (asked over the datanode's Info call)."""
-        from plasmafs.client.proto import datanode_pb2 as dpb
-        from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+        from plasmafs.core.proto import datanode_pb2 as dpb
+        from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc
 
         with self.channel() as link:
             reply = dpb_grpc.DatanodeStub(link).Info(dpb.InfoRequest(), timeout=10)

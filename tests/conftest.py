@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, SyncClient
-from plasmafs.client.local.postgres import start_postgres, stop_postgres
+from plasmafs.local.postgres import start_postgres, stop_postgres
 from tests.accounts import TOKENS, write_test_token
 from tests.cli_runner import Pfs, clean_env, run_pfs
 from tests.cluster import (

@@ -15,7 +15,7 @@ import pytest
 
 from plasmafs.client import Client, Replica
 from plasmafs.client.admin import FsckSummary
-from plasmafs.client.errors import ConnectionLostError, UnavailableError
+from plasmafs.core.errors import ConnectionLostError, UnavailableError
 from tests.cluster import DatanodeProcess, NamenodeProcess
 
 BS = 64 * 1024

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from plasmafs.client.mount_commands import is_mounted
+from plasmafs.mount.mountpoints import is_mounted
 from tests.cli_runner import clean_env, run_pfs
 
 MOUNTED = re.compile(r"^mounted at (?P<path>.+) \(pid (?P<pid>\d+); log (?P<log>.+)\)$")

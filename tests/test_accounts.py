@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from plasmafs.client.credentials import parse_token, secret_digest
-from plasmafs.client.errors import (
+from plasmafs.core.credentials import parse_token, secret_digest
+from plasmafs.core.errors import (
     AuthenticationError,
     BusyError,
     ExistsError,

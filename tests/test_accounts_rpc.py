@@ -15,7 +15,7 @@ import pytest
 from plasmafs.client import AuthenticationError, Client
 from plasmafs.client.accounts import Accounts, accounts
 from plasmafs.client.connection import Connection
-from plasmafs.client.errors import (
+from plasmafs.core.errors import (
     BusyError,
     ConfigError,
     ExistsError,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, PlasmaError, ShutdownError, StorageError
-from plasmafs.client.local.postgres import LocalPostgres, start_postgres, stop_postgres
+from plasmafs.local.postgres import LocalPostgres, start_postgres, stop_postgres
 from tests.cluster import NamenodeProcess, prepare_database, run
 
 

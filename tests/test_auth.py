@@ -16,10 +16,10 @@ import grpc
 import pytest
 
 from plasmafs.client import AuthenticationError, Client, SyncClient
-from plasmafs.client.credentials import format_token
-from plasmafs.client.errors import ConfigError, OperationNotPermittedError
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.credentials import format_token
+from plasmafs.core.errors import ConfigError, OperationNotPermittedError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from tests.accounts import (
     ALICE_EXPIRED_TOKEN,
     ALICE_REVOKED_TOKEN,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from tests.cluster import NamenodeProcess, aio_channel, bearer
 
 MAX_INFLIGHT = 64

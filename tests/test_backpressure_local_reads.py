@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, UnavailableError
-from plasmafs.client.attributes import Replica
-from plasmafs.client.localread import LocalConnection
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.shm_read import LocalConnection
+from plasmafs.core.attributes import Replica
+from plasmafs.core.proto import datanode_pb2 as dpb
 from tests.cluster import DatanodeProcess, NamenodeProcess
 
 BS = 64 * 1024

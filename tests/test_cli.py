@@ -1,6 +1,6 @@
 """The `pfs` command line, run as a real subprocess against a real namenode.
 
-Every command runs as `python -m plasmafs.client.cli ...` with a private PFS_HOME; the
+Every command runs as `python -m plasmafs.cli ...` with a private PFS_HOME; the
 namenode comes from PFS_CLIENT_NAMENODE (the `namenode` fixture) except in the tests
 of configuration and of `pfs local`. Setup and verification go through the client
 library, so the CLI's output is checked against what the namenode really holds.
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from plasmafs.client import Client, FileKind, SyncClient
-from plasmafs.client.attributes import Attr
-from plasmafs.client.local.cluster import load_state, process_alive
-from plasmafs.client.local.postgres import postgres_running, stop_postgres
+from plasmafs.core.attributes import Attr
+from plasmafs.local.cluster import load_state, process_alive
+from plasmafs.local.postgres import postgres_running, stop_postgres
 from tests.accounts import GROUP_NAMES, USER_NAMES
 from tests.cli_runner import Pfs, assert_error, assert_ok, clean_env, run_pfs
 from tests.cluster import NamenodeProcess

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client, FileKind, NotFoundError, SyncClient, replication
-from plasmafs.client.local.postgres import postgres_running, stop_postgres
+from plasmafs.client import Client, FileKind, NotFoundError, SyncClient
+from plasmafs.client import replication_change as replication
+from plasmafs.local.postgres import postgres_running, stop_postgres
 from tests.cli_runner import assert_error, assert_ok, clean_env, run_pfs
 from tests.conftest import DataCluster
 from tests.test_cli import _daemons_under

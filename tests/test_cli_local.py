@@ -9,7 +9,7 @@ import os
 import signal
 from pathlib import Path
 
-from plasmafs.client.local.postgres import postgres_running, stop_postgres
+from plasmafs.local.postgres import postgres_running, stop_postgres
 from tests.cli_runner import assert_error, assert_ok, clean_env, run_pfs
 from tests.test_cli import _daemons_under
 

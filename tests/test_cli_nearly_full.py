@@ -24,7 +24,7 @@ def _put_stdin(cluster: DataCluster, *args: str, data: bytes) -> subprocess.Comp
     }
     env["PFS_CLIENT_NAMENODE"] = cluster.namenode.address
     return subprocess.run(
-        [sys.executable, "-m", "plasmafs.client.cli", "put", *args],
+        [sys.executable, "-m", "plasmafs.cli", "put", *args],
         env=env,
         input=data,
         capture_output=True,

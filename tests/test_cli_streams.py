@@ -34,7 +34,7 @@ def run_closed(env: dict[str, str], closed: int, *args: str) -> Result:
             "sh",
             sys.executable,
             "-m",
-            "plasmafs.client.cli",
+            "plasmafs.cli",
             *args,
         ],
         env=env,

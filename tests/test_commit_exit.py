@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from plasmafs.client.errors import StorageError
+from plasmafs.core.errors import StorageError
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.place import Place

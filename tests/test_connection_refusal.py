@@ -17,8 +17,8 @@ import grpc
 import pytest
 
 from plasmafs.client import AuthenticationError, Client
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 
 
 class _Refusing(pb_grpc.NamenodeServicer):

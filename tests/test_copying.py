@@ -10,7 +10,7 @@ import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.copying import copy_file, copy_tree
-from plasmafs.client.errors import InvalidArgumentError, IsDirectoryError
+from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError
 
 
 async def test_a_file_in_blocks_is_copied_with_its_replication(dfs: Client) -> None:

@@ -18,10 +18,10 @@ from plasmafs.client import (
     NoSpaceError,
     UnavailableError,
 )
-from plasmafs.client import tickets as ticket_rules
 from plasmafs.client.files import FileReader, FileWriter
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.core import tickets as ticket_rules
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc
 from tests.cluster import DatanodeProcess, aio_channel, tls_env
 from tests.conftest import TEST_CAPACITY, DataCluster
 
@@ -326,8 +326,8 @@ async def test_a_volume_with_another_blocksize_is_refused(
 ) -> None:
     from pathlib import Path
 
-    from plasmafs.client.errors import StorageError
-    from plasmafs.client.local.cluster import start_datanode_process
+    from plasmafs.core.errors import StorageError
+    from plasmafs.local.cluster import start_datanode_process
 
     directory = Path(str(tmp_path)) / "odd"
     with pytest.raises(StorageError, match="blocksize"):

@@ -26,7 +26,7 @@ def _pfs(
     }
     env["PFS_CLIENT_NAMENODE"] = cluster.namenode.address
     return subprocess.run(
-        [sys.executable, "-m", "plasmafs.client.cli", *args],
+        [sys.executable, "-m", "plasmafs.cli", *args],
         env=env,
         input=stdin,
         capture_output=True,

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from plasmafs.client import dataframes
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.core import data_framing as dataframes
+from plasmafs.core.proto import datanode_pb2 as dpb
 
 
 @pytest.mark.parametrize("length", [1, 127, 128, 16_383, 16_384, 4 * 1024 * 1024 + 3])

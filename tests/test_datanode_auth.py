@@ -14,11 +14,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from plasmafs.client.errors import StorageError
-from plasmafs.client.local.pki import create_authority, issue_certificate
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.client.sync import SyncClient
+from plasmafs.core.errors import StorageError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.local.pki import create_authority, issue_certificate
 from tests.cluster import DatanodeProcess, NamenodeProcess, client_tls, tls_env
 from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY, DataCluster
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client
-from plasmafs.client.attributes import Extent, Replica
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.attributes import Extent, Replica
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.ratelimit import RateLimit

@@ -19,14 +19,14 @@ import grpc
 import pytest
 
 from loadtests.harness import scrape as scrape_metrics
-from plasmafs.client import tickets
-from plasmafs.client.errors import NotFoundError
-from plasmafs.client.local.postgres import free_port
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.client.rpc_status import abort_with
+from plasmafs.core import tickets
+from plasmafs.core.errors import NotFoundError
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.rpc_status import abort_with
+from plasmafs.local.postgres import free_port
 from tests.cluster import DatanodeProcess
 
 BS = 64 * 1024

@@ -11,8 +11,8 @@ import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.errors import AccessDeniedError, InvalidArgumentError, IsDirectoryError
 from plasmafs.client.files import FileReader
+from plasmafs.core.errors import AccessDeniedError, InvalidArgumentError, IsDirectoryError
 from tests.accounts import TOKENS
 from tests.conftest import DataCluster
 

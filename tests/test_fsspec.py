@@ -18,7 +18,7 @@ import pytest
 from fsspec.callbacks import Callback
 
 from plasmafs.client import SyncClient
-from plasmafs.client.fsspec_filesystem import PlasmaFileSystem
+from plasmafs.fsspec.filesystem import PlasmaFileSystem
 from tests.accounts import UIDS, write_test_token
 from tests.cluster import namenode_requests
 from tests.conftest import DataCluster

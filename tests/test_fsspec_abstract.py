@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import fsspec.tests.abstract as abstract
 import pytest
 
-from plasmafs.client.fsspec_filesystem import PlasmaFileSystem
+from plasmafs.fsspec.filesystem import PlasmaFileSystem
 from tests.cluster import create_database, drop_database, run
 from tests.conftest import DataCluster, data_cluster_processes
 

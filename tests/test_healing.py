@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, ReplicaState
-from plasmafs.client.errors import BusyError, NoSpaceError
+from plasmafs.core.errors import BusyError, NoSpaceError
 from tests.heal_cluster import (
     BS,
     HealCluster,

@@ -10,14 +10,14 @@ import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.errors import (
+from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.core.errors import (
     AccessDeniedError,
     InvalidArgumentError,
     IsDirectoryError,
     NotFoundError,
     TransactionError,
 )
-from plasmafs.client.files import FileReader, FileWriter
 from tests.accounts import TOKENS
 from tests.conftest import DataCluster
 

@@ -1,4 +1,4 @@
-"""Directory leases and reserved inode numbers (namenode/leases.py, client/leases.py)
+"""Directory leases and reserved inode numbers (namenode/leases.py, client/session_requests.py)
 on a real namenode: the holder alone uses a leased directory's entries; others wait
 until it releases the lease (told through lease_news), loses it with its connection,
 or has it taken away after the recall timeout."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from plasmafs.client import Client
-from plasmafs.client.errors import (
+from plasmafs.core.errors import (
     BusyError,
     InvalidArgumentError,
     NotDirectoryError,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, FileReader, PermissionDeniedError, SyncClient
-from plasmafs.client import tickets as ticket_rules
-from plasmafs.client.localread import LocalConnection
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.shm_read import LocalConnection
+from plasmafs.core import tickets as ticket_rules
+from plasmafs.core.proto import datanode_pb2 as dpb
 from tests.conftest import DataCluster
 
 BS = 64 * 1024

@@ -16,11 +16,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from plasmafs.client.local.postgres import postgres_running, stop_postgres
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.local.postgres import postgres_running, stop_postgres
 from tests.cli_runner import assert_ok, clean_env, run_pfs
 from tests.test_cli import _daemons_under
 

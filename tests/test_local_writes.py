@@ -17,10 +17,10 @@ from plasmafs.client import (
     PermissionDeniedError,
     UnavailableError,
 )
-from plasmafs.client.attributes import Replica
-from plasmafs.client.localframes import body_length, frame, recv_exact
-from plasmafs.client.localread import LocalConnection
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.client.shm_read import LocalConnection
+from plasmafs.core.attributes import Replica
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.shm_framing import body_length, frame, recv_exact
 from tests.conftest import DataCluster
 
 BS = 64 * 1024

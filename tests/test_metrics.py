@@ -10,7 +10,7 @@ import pytest
 
 from loadtests.harness import scrape as scrape_metrics
 from plasmafs.client import Client, ExistsError
-from plasmafs.client.local.postgres import free_port
+from plasmafs.local.postgres import free_port
 from tests.cluster import NamenodeProcess
 
 

@@ -14,6 +14,8 @@ from plasmafs.client import ConfigError
 from plasmafs.namenode.migrator import load_migrations, migrate
 from tests.cluster import INSECURE, NamenodeProcess
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 async def test_applying_twice_is_a_no_op(dsn: str) -> None:
     conn = await asyncpg.connect(dsn)
@@ -102,3 +104,13 @@ def test_unreachable_postgresql_is_a_one_line_error() -> None:
     assert result.returncode == 1
     assert "cannot connect to PostgreSQL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_schema_sql_is_what_the_migrations_add_up_to(dsn: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_schema.py"), "--check", "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

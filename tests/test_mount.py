@@ -22,8 +22,8 @@ import pytest
 
 from loadtests.churn import run_churn
 from plasmafs.client import Client, SyncClient
-from plasmafs.client.mount_commands import is_mounted
 from plasmafs.mount.daemon import READ_AHEAD
+from plasmafs.mount.mountpoints import is_mounted
 from tests.accounts import TOKENS
 from tests.cli_runner import assert_error, run_pfs
 from tests.cluster import DatanodeProcess, NamenodeProcess

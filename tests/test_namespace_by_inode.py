@@ -20,8 +20,8 @@ from plasmafs.client import (
     NotEmptyError,
     NotFoundError,
 )
-from plasmafs.client.errors import AccessDeniedError
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.errors import AccessDeniedError
+from plasmafs.core.proto import namenode_pb2 as pb
 from tests.accounts import TOKENS
 from tests.cluster import NamenodeProcess
 

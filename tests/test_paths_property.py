@@ -1,4 +1,4 @@
-"""Property tests of the name and path rules (plasmafs.client.paths).
+"""Property tests of the name and path rules (plasmafs.core.paths).
 
 The pure part checks `check_name`, `normalize` and `split_canonical` against an
 independent model. The namenode part checks that whatever valid names a user picks
@@ -29,10 +29,10 @@ from plasmafs.client import (
     NameTooLongError,
     PlasmaError,
     SyncClient,
-    paths,
 )
-from plasmafs.client.errors import error_from_wire
 from plasmafs.client.sync import SyncTransaction
+from plasmafs.core import paths
+from plasmafs.core.errors import error_from_wire
 from tests.cluster import NamenodeProcess
 
 # --- the model -----------------------------------------------------------------------------

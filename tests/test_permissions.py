@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from plasmafs.client import Client, ExistsError, FileKind
-from plasmafs.client.errors import AccessDeniedError, OperationNotPermittedError
+from plasmafs.core.errors import AccessDeniedError, OperationNotPermittedError
 from tests.accounts import STAFF_GID, TOKENS, UIDS
 from tests.cluster import NamenodeProcess
 from tests.conftest import DataCluster

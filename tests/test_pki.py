@@ -13,8 +13,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from plasmafs.client.errors import ConfigError
-from plasmafs.client.local.pki import create_authority, issue_certificate, load_authority
+from plasmafs.core.errors import ConfigError
+from plasmafs.local.pki import create_authority, issue_certificate, load_authority
 
 METHOD = "/test.Echo/Echo"
 

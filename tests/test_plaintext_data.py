@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from plasmafs.client import Client
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc
 from tests.cluster import DatanodeProcess, NamenodeProcess
 from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY
 

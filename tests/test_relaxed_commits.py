@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, PlasmaError
-from plasmafs.client.local.postgres import run_program, start_postgres, stop_postgres
+from plasmafs.local.postgres import run_program, start_postgres, stop_postgres
 from tests.cluster import NamenodeProcess, prepare_database
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.scrubber import Scrubber, UsedBlocks

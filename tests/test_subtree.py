@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from plasmafs.client import Client, FileKind
-from plasmafs.client.attributes import TreeEntry
-from plasmafs.client.errors import InvalidArgumentError, NotFoundError
 from plasmafs.client.transaction import CommittedReads
+from plasmafs.core.attributes import TreeEntry
+from plasmafs.core.errors import InvalidArgumentError, NotFoundError
 from tests.accounts import TOKENS, UIDS
 from tests.cluster import NamenodeProcess
 

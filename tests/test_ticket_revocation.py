@@ -15,9 +15,9 @@ import pytest
 from loadtests.harness import scrape
 from plasmafs.client import Client
 from plasmafs.client.accounts import accounts
-from plasmafs.client.local.postgres import free_port
-from plasmafs.client.proto import datanode_pb2 as dpb
-from plasmafs.client.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.core.proto import datanode_pb2 as dpb
+from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc
+from plasmafs.local.postgres import free_port
 from tests.accounts import TOKENS
 from tests.cluster import DatanodeProcess, NamenodeProcess, aio_channel
 from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client.errors import ConfigError, CorruptionError
+from plasmafs.core.errors import ConfigError, CorruptionError
 from plasmafs.datanode.recent import RecentBlocks
 from plasmafs.datanode.volume import DATA, Volume
 

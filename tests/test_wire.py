@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from plasmafs.client import SyncClient
-from plasmafs.client.proto import namenode_pb2 as pb
-from plasmafs.client.proto import namenode_pb2_grpc as pb_grpc
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from tests.cluster import NamenodeProcess, aio_channel, bearer, channel
 
 

@@ -7,17 +7,17 @@ import time
 
 import pytest
 
-from plasmafs.client.account_commands import (
+from plasmafs.cli.accounts import (
     group_table,
     parse_duration,
     parse_id,
     user_table,
     whoami_report,
 )
+from plasmafs.cli.formatting import NUMBERS, OwnerNames
+from plasmafs.cli.modes import names_owner, parse_owner
 from plasmafs.client.accounts import AccountListing, CredentialInfo, GroupInfo, UserInfo
-from plasmafs.client.errors import InvalidArgumentError
-from plasmafs.client.formatting import NUMBERS, OwnerNames
-from plasmafs.client.modes import names_owner, parse_owner
+from plasmafs.core.errors import InvalidArgumentError
 
 NOW = time.time()
 LISTING = AccountListing(

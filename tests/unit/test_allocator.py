@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from plasmafs.client.errors import NoSpaceError
+from plasmafs.core.errors import NoSpaceError
 from plasmafs.namenode.allocator import RUN, Allocator
 
 

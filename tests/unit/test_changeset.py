@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plasmafs.client.attributes import Attr, FileKind
+from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.records import Inode
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client.credentials import (
+from plasmafs.core.credentials import (
     TOKEN_FILE_ENV,
     find_token,
     format_token,
@@ -17,8 +17,8 @@ from plasmafs.client.credentials import (
     read_token_file,
     write_token_file,
 )
-from plasmafs.client.errors import ConfigError
-from plasmafs.client.secretfile import write_private
+from plasmafs.core.errors import ConfigError
+from plasmafs.core.secret_files import write_private
 
 SECRET = bytes(range(32))
 TOKEN = format_token(7, SECRET)

@@ -9,8 +9,8 @@ import errno as _errno
 import grpc
 import pytest
 
-from plasmafs.client import errors, rpc_status
-from plasmafs.client.proto import namenode_pb2 as pb
+from plasmafs.core import errors, rpc_status
+from plasmafs.core.proto import namenode_pb2 as pb
 
 
 def _declared() -> list[type[errors.PlasmaError]]:

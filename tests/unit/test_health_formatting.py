@@ -4,7 +4,9 @@ and the `pfs admin datanodes` table."""
 
 from __future__ import annotations
 
-from plasmafs.client import health
+from plasmafs.cli import health_report as health
+from plasmafs.cli.formatting import fsstat_report
+from plasmafs.cli.transfer import format_blocks
 from plasmafs.client.admin import (
     DatanodeState,
     DatanodeStatus,
@@ -13,9 +15,7 @@ from plasmafs.client.admin import (
     FsckReplica,
     FsckSummary,
 )
-from plasmafs.client.attributes import BlockList, Extent, FsStat, Replica, ReplicaState
-from plasmafs.client.formatting import fsstat_report
-from plasmafs.client.transfer import format_blocks
+from plasmafs.core.attributes import BlockList, Extent, FsStat, Replica, ReplicaState
 
 LIVE, LOST, CORRUPT, SUSPECT = (
     ReplicaState.LIVE,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from plasmafs.client.errors import ConflictError
+from plasmafs.core.errors import ConflictError
 from plasmafs.namenode.locks import LockManager, LockOwner
 
 

@@ -8,7 +8,7 @@ import asyncio
 import gc
 import warnings
 
-from plasmafs.client.errors import ExistsError
+from plasmafs.core.errors import ExistsError
 from plasmafs.mount.writebehind import results_of
 
 

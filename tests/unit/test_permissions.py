@@ -7,7 +7,7 @@ import builtins
 
 import pytest
 
-from plasmafs.client.errors import OperationNotPermittedError, PermissionError
+from plasmafs.core.errors import OperationNotPermittedError, PermissionError
 from plasmafs.namenode import permissions as p
 from plasmafs.namenode.permissions import Identity, R, W, X
 from plasmafs.namenode.principals import SUPERUSER, Principal

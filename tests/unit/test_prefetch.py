@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from plasmafs.client.errors import UnavailableError
+from plasmafs.core.errors import UnavailableError
 from plasmafs.mount.prefetch import AHEAD, CHUNK, Prefetch
 
 KIB = 1024

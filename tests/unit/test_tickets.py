@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from plasmafs.client import tickets
-from plasmafs.client.errors import PermissionDeniedError
-from plasmafs.client.proto import datanode_pb2 as dpb
+from plasmafs.core import tickets
+from plasmafs.core.errors import PermissionDeniedError
+from plasmafs.core.proto import datanode_pb2 as dpb
 
 SECRET = b"s" * 32
 

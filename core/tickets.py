@@ -1,0 +1,85 @@
+"""Block-range tickets: capabilities the namenode signs and datanodes check alone.
+
+A ticket names one datanode, a block range, read or write, an expiry and the
+credential it was issued to (0: the namenode's own, for its datanodes' copies); its
+signature is HMAC-SHA256 over those fields with the secret the namenode shares with
+its datanodes at registration. A datanode refuses a missing, forged, expired,
+foreign or out-of-range ticket, or one of a credential the namenode has since revoked
+(it lists those in its heartbeat replies), without asking the namenode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+import time
+from collections.abc import Container
+
+from plasmafs.core.errors import PermissionDeniedError
+from plasmafs.core.proto import datanode_pb2 as dpb
+
+_LAYOUT = struct.Struct(">IQQ?qQ")  # datanode, start, count, write, expiry, credential
+
+
+def _digest(secret: bytes, t: dpb.Ticket) -> bytes:
+    payload = _LAYOUT.pack(
+        t.datanode_id, t.block_start, t.block_count, t.write, t.expires_unix_ms, t.credential
+    )
+    return hmac.new(secret, payload, hashlib.sha256).digest()
+
+
+def sign(
+    secret: bytes,
+    datanode_id: int,
+    block_start: int,
+    block_count: int,
+    *,
+    write: bool,
+    ttl_seconds: float,
+    credential: int = 0,
+    out: dpb.Ticket | None = None,
+) -> dpb.Ticket:
+    """A signed ticket for blocks [block_start, block_start + block_count) of a datanode,
+    issued to `credential`."""
+    t = out if out is not None else dpb.Ticket()
+    t.credential = credential
+    t.datanode_id = datanode_id
+    t.block_start = block_start
+    t.block_count = block_count
+    t.write = write
+    t.expires_unix_ms = int((time.time() + ttl_seconds) * 1000)
+    t.signature = _digest(secret, t)
+    return t
+
+
+def check(
+    secret: bytes,
+    ticket: dpb.Ticket,
+    datanode_id: int,
+    block_start: int,
+    block_count: int,
+    *,
+    write: bool,
+    revoked: Container[int] = (),
+) -> None:
+    """Raise PermissionDeniedError unless `ticket` allows this access and its credential
+    is not among `revoked`."""
+    if not ticket.signature:
+        raise PermissionDeniedError("no ticket")
+    if not hmac.compare_digest(ticket.signature, _digest(secret, ticket)):
+        raise PermissionDeniedError("forged ticket")
+    if ticket.datanode_id != datanode_id:
+        raise PermissionDeniedError(f"ticket is for datanode {ticket.datanode_id}")
+    if ticket.expires_unix_ms < time.time() * 1000:
+        raise PermissionDeniedError("expired ticket")
+    if ticket.credential and ticket.credential in revoked:
+        raise PermissionDeniedError("the ticket's credential was revoked")
+    if write and not ticket.write:
+        raise PermissionDeniedError("read ticket used for a write")
+    end = block_start + block_count
+    if block_start < ticket.block_start or end > ticket.block_start + ticket.block_count:
+        raise PermissionDeniedError(
+            f"blocks {block_start}..{end - 1} are outside the ticket's "
+            f"{ticket.block_start}..{ticket.block_start + ticket.block_count - 1}"
+        )

