@@ -29,7 +29,7 @@ READY_TIMEOUT = 60.0  # seconds `pfs mount` waits for the file system to be moun
 def cmd_mount(args: argparse.Namespace) -> int:
     """Mount in the background (or in this process with --foreground)."""
     try:
-        import plasmafs.mount.daemon  # noqa: F401  (fails here without the extra)
+        import plasmafs.mount.process  # noqa: F401  (fails here without the extra)
     except ImportError as exc:
         raise ConfigError(
             f"pfs mount needs pyfuse3 ({exc}): pip install 'plasmafs[mount]' after "
@@ -41,7 +41,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if args.token_file:
         argv += ["--token-file", str(args.token_file)]
     if args.foreground:
-        from plasmafs.mount.daemon import main
+        from plasmafs.mount.process import main
 
         if args.log_file:
             argv += ["--log-file", str(args.log_file)]

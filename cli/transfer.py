@@ -13,7 +13,8 @@ from typing import Any, BinaryIO
 
 from plasmafs.cli.formatting import human_bytes
 from plasmafs.client.client import Client
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.core import paths
 from plasmafs.core.attributes import BlockList, FileKind, Replica, ReplicaState
 from plasmafs.core.errors import InvalidArgumentError, NotFoundError

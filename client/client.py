@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.editing import FileEditor
-    from plasmafs.client.files import FileReader, FileWriter
+    from plasmafs.client.file_reader import FileReader
+    from plasmafs.client.file_writer import FileWriter
     from plasmafs.core.tls import ChannelTLS
 
 T = TypeVar("T")
@@ -331,7 +332,8 @@ class Client:
         `known`: a file the caller created and nobody else writes, nothing to
         truncate; see `FileWriter.open`).
         """
-        from plasmafs.client.files import COMMIT_EVERY, FileReader, FileWriter
+        from plasmafs.client.file_reader import FileReader
+        from plasmafs.client.file_writer import COMMIT_EVERY, FileWriter
 
         if mode == "r+b":
             from plasmafs.client.editing import FileEditor
@@ -354,7 +356,7 @@ class Client:
 
     async def read_file(self, path: str) -> bytes:
         """The whole content of a (small) file."""
-        from plasmafs.client.files import FileReader
+        from plasmafs.client.file_reader import FileReader
 
         reader = await self.open(path, "rb")
         assert isinstance(reader, FileReader)
@@ -364,7 +366,7 @@ class Client:
         self, path: str, data: bytes, *, replication: int = 0, blocksize: int = 0
     ) -> Attr:
         """Create or replace a file with `data` (`blocksize`: of a new file)."""
-        from plasmafs.client.files import FileWriter
+        from plasmafs.client.file_writer import FileWriter
 
         writer = await self.open(
             path, "wb", replication=replication, blocksize=blocksize, size_hint=len(data)

@@ -12,7 +12,8 @@ import asyncio
 from collections.abc import Callable
 
 from plasmafs.client.client import Client
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.core import paths
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError, NotFoundError

@@ -16,7 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from plasmafs.client.datapath import DataChannels, write_range
-from plasmafs.client.files import MESSAGE_BYTES, FileReader
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import MESSAGE_BYTES
 from plasmafs.client.transaction import CommittedReads, Transaction, answers
 from plasmafs.core.attributes import Attr, BlockList, FileKind
 from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Sequence
 
 from plasmafs.client.client import Client
-from plasmafs.client.files import FileReader
+from plasmafs.client.file_reader import FileReader
 
 RANGE_READS = 32  # ranges read at once
 

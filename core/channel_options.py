@@ -5,7 +5,8 @@ from __future__ import annotations
 
 # A fixed 8 MiB receive window per stream. With gRPC's default bandwidth probing the window
 # grew without bound when the reader was slower than the datanode (a `get` onto a slow
-# disk peaked near 300 MiB); fixed at 8 MiB it stays near 110 MiB, and `cat` is as fast.
+# disk held hundreds of MiB); fixed, a reader's memory stays bounded and `cat` is as
+# fast (io_bench, BENCHMARKS.md).
 RECEIVE_WINDOW = [
     ("grpc.http2.bdp_probe", 0),
     ("grpc.http2.lookahead_bytes", 8 * 1024 * 1024),

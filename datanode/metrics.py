@@ -14,9 +14,9 @@ from collections.abc import Callable
 from plasmafs.core.runtime.metrics import LoopMetrics, Values
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats
-from plasmafs.datanode.local import LocalDataServer
 from plasmafs.datanode.scrubber import Scrubber
 from plasmafs.datanode.service import DatanodeServicer
+from plasmafs.datanode.shm_server import LocalDataServer
 
 
 def values(

@@ -17,13 +17,13 @@ from plasmafs.core.tls import add_port
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats, NamenodeLink, Outbox
 from plasmafs.datanode.inflight import InflightWrites
-from plasmafs.datanode.local import LocalDataServer
 from plasmafs.datanode.metrics import DatanodeMetrics, values
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.registration import Registration
 from plasmafs.datanode.scrubber import Scrubber
 from plasmafs.datanode.service import DatanodeServicer, add_to_server
 from plasmafs.datanode.settings import DatanodeSettings
+from plasmafs.datanode.shm_server import LocalDataServer
 from plasmafs.datanode.volume import Volume
 
 log = logging.getLogger(__name__)

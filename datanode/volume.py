@@ -21,7 +21,7 @@ from pathlib import Path
 import crc32c
 
 from plasmafs.core.errors import ConfigError, CorruptionError, InvalidArgumentError
-from plasmafs.datanode.recent import RecentBlocks
+from plasmafs.datanode.recently_read import RecentBlocks
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,8 @@ class Volume:
         # The volume is one file holding every block: the kernel's own read-ahead,
         # which guesses from sequential reads (up to read_ahead_kb, often 8 MiB), would
         # read past a range into other files' blocks or never-written space. Reads say
-        # exactly which blocks they want instead (will_read). 8 readers of 1 MiB files
-        # through the mount: 300 -> 393 files/s, a third less CPU per file.
+        # exactly which blocks they want instead (will_read); mount_bench's readers
+        # rows (BENCHMARKS.md) are what it was measured on.
         os.posix_fadvise(self._data, 0, 0, os.POSIX_FADV_RANDOM)
         self._direct: int | None = None
         self._direct_reads: int | None = None

@@ -19,7 +19,8 @@ from fsspec.asyn import sync
 from fsspec.spec import AbstractBufferedFile
 
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 
 if TYPE_CHECKING:
     from plasmafs.fsspec.filesystem import PlasmaFileSystem

@@ -39,7 +39,8 @@ from plasmafs.client import config
 from plasmafs.client.client import Client
 from plasmafs.client.copying import copy_file
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.client.ranges import read_ranges, slice_limits
 from plasmafs.client.removing import remove_tree
 from plasmafs.core import paths

@@ -5,7 +5,7 @@ on a file system that keeps everything in memory and answers every request at on
         [--dd-mb 200] [--update BENCHMARKS.md]
 
 A pyfuse3 file system in asyncio mode on uvloop, in a process of its own, run the way
-`pfs mount` runs (`mount/daemon.py`, `mount/requests.py`), but with no namenode, no
+`pfs mount` runs (`mount/process.py`, `mount/request_wait.py`), but with no namenode, no
 network and no disk behind it (and, as there, no `default_permissions`, so the kernel
 does not fetch a directory's attributes again after each change in it; a write-only
 open writes around the kernel's page cache). What it
@@ -36,7 +36,7 @@ import uvloop
 from loadtests import ceiling_mfusepy
 from loadtests.harness import update_benchmarks_md
 from loadtests.mount_bench import MB, dd_write, empty_files, timed_command, tree_build
-from plasmafs.mount import requests
+from plasmafs.mount import request_wait
 from plasmafs.mount.operations import writes_around_page_cache
 
 MOUNT_WAIT = 10.0  # s a memory file system may take to mount
@@ -196,7 +196,7 @@ def _serve(mountpoint: Path, ready: Any, counts: Any) -> None:
         finally:
             pyfuse3.close(unmount=False)
 
-    requests.enable()
+    request_wait.enable()
     uvloop.run(main())
     counts.put(dict(operations.calls))
 

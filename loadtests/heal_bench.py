@@ -35,7 +35,7 @@ from loadtests.harness import (
     update_benchmarks_md,
 )
 from plasmafs.client import Client, ReplicaState
-from plasmafs.client.files import FileWriter
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.core.sizes import parse_size
 from plasmafs.local.postgres import create_database
 
@@ -135,11 +135,11 @@ async def heal(cluster: BenchCluster, paths: list[str]) -> dict[str, float]:
 async def scan_cost(cluster: BenchCluster, extents: int) -> dict[str, float]:
     """The namenode's CPU (this process) and PostgreSQL's to find the under-replicated
     groups among `extents` replica rows, a third of them on a dead datanode."""
-    from plasmafs.namenode import replication
+    from plasmafs.namenode import replication_monitor
     from plasmafs.namenode.allocator import Allocator
     from plasmafs.namenode.datanodes import DatanodeRegistry
-    from plasmafs.namenode.health import ReplicaHealth
     from plasmafs.namenode.migrator import migrate_database
+    from plasmafs.namenode.replica_health import ReplicaHealth
     from plasmafs.namenode.replica_store import ReplicaStore
     from plasmafs.namenode.store import Store
 
@@ -181,7 +181,7 @@ async def scan_cost(cluster: BenchCluster, extents: int) -> dict[str, float]:
         health = ReplicaHealth(registry)
         pg_before = postgres_cpu_seconds(cluster.pg.datadir)
         cpu_before, wall_before = time.process_time(), time.perf_counter()
-        found = await replication.unhealthy_groups(ReplicaStore(store), health)
+        found = await replication_monitor.unhealthy_groups(ReplicaStore(store), health)
         cpu = time.process_time() - cpu_before
         wall = time.perf_counter() - wall_before
         pg = postgres_cpu_seconds(cluster.pg.datadir) - pg_before

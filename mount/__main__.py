@@ -2,6 +2,6 @@
 
 import sys
 
-from plasmafs.mount.daemon import main
+from plasmafs.mount.process import main
 
 sys.exit(main())

@@ -26,7 +26,8 @@ import pyfuse3
 
 from plasmafs.client import Client
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.core.attributes import Attr
 from plasmafs.mount.prefetch import Prefetch
 

@@ -24,7 +24,7 @@ import pyfuse3
 from plasmafs.client import At, Client
 from plasmafs.core.attributes import Attr, DirEntry
 from plasmafs.core.errors import NotFoundError
-from plasmafs.mount.entries import absent, entry, fuse_error
+from plasmafs.mount.fuse_values import absent, entry, fuse_error
 from plasmafs.mount.handles import OpenFile
 from plasmafs.mount.kernelview import KernelView
 from plasmafs.mount.newfile import NewFile

@@ -1,7 +1,7 @@
 """Write-behind of small files and directories in directories the mount leases.
 
 Every directory the mount makes is leased to its namenode session from birth
-(`namenode/leases.py`), and an existing directory of the mount's user is leased when
+(`namenode/directory_leases.py`), and an existing directory of the mount's user is leased when
 the mount first changes something in it (unless it is the root, nobody else is
 changing it, it was not recalled in the last REFUSED_RETRY seconds, and it holds at
 most MAX_LEASED_LISTING entries, which the mount then lists once). Until the lease

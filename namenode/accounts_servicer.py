@@ -37,7 +37,7 @@ from plasmafs.namenode.account_store import (
     check_label,
     check_name,
 )
-from plasmafs.namenode.gate import Gate
+from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.principals import Principals
 
 log = logging.getLogger(__name__)

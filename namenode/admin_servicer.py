@@ -15,13 +15,13 @@ from plasmafs.core.errors import BusyError, NotFoundError, PlasmaError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import abort_with, answered
+from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
-from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import SUPERUSER
-from plasmafs.namenode.replication import ReplicationMonitor
+from plasmafs.namenode.replication_monitor import ReplicationMonitor
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
 from plasmafs.core.attributes import FileKind
-from plasmafs.namenode.records import ExtentRow, Inode
+from plasmafs.namenode.inode_records import ExtentRow, Inode
 
 K = TypeVar("K")
 V = TypeVar("V")

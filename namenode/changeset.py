@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from plasmafs.core.attributes import FileKind
-from plasmafs.namenode.records import ExtentRow, Inode
+from plasmafs.namenode.inode_records import ExtentRow, Inode
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.datanodes import DatanodeRegistry
-from plasmafs.namenode.records import ExtentRow, Inode
+from plasmafs.namenode.inode_records import ExtentRow, Inode
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 

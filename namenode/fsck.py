@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.datanodes import DatanodeRegistry
-from plasmafs.namenode.health import GroupHealth, ReplicaHealth
+from plasmafs.namenode.replica_health import GroupHealth, ReplicaHealth
 from plasmafs.namenode.replica_store import BlockGroup, FsckEntry, ReplicaStore
 
 FILE_BATCH = 1000

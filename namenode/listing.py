@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.store import ListedEntry, Store
 
 

@@ -39,12 +39,16 @@ from plasmafs.core.errors import (
     TransactionError,
 )
 from plasmafs.core.value_checks import check_blocksize, check_mode, check_replication
+from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.coalescing_reader import CoalescingReader
 from plasmafs.namenode.committer import Committer
+from plasmafs.namenode.cursor_checks import check_cursor
+from plasmafs.namenode.directory_leases import LeaseTable
 from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.inode_records import ROOT_INO, Inode
 from plasmafs.namenode.leadership import Leadership
-from plasmafs.namenode.leases import LeaseTable
 from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
 from plasmafs.namenode.permissions import (
@@ -60,15 +64,11 @@ from plasmafs.namenode.permissions import (
     check_set_times,
     new_owner,
 )
-from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import SUPERUSER, Principal
-from plasmafs.namenode.reader import CoalescingReader
-from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.subtree import Subtrees
 from plasmafs.namenode.transaction import Txn, TxnState
 from plasmafs.namenode.tree_store import TreeStore
-from plasmafs.namenode.validation import check_cursor
 from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plasmafs.core.attributes import FileKind
-from plasmafs.namenode.health import DatanodeSets
-from plasmafs.namenode.records import ExtentRow
+from plasmafs.namenode.inode_records import ExtentRow
+from plasmafs.namenode.replica_health import DatanodeSets
 from plasmafs.namenode.store import Store
 
 SCAN_BATCH = 10_000  # group rows fetched per round trip of a scan

@@ -20,18 +20,18 @@ from plasmafs.namenode.accounts_servicer import accounts_servicer
 from plasmafs.namenode.admin_servicer import AdminServicer
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.cache import NamespaceCache
+from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.fsck import Fsck
-from plasmafs.namenode.gate import Gate
-from plasmafs.namenode.health import ReplicaHealth
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate_database
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.principals import Principals
+from plasmafs.namenode.replica_health import ReplicaHealth
 from plasmafs.namenode.replica_store import ReplicaStore
-from plasmafs.namenode.replication import ReplicationMonitor
+from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.store import Store

@@ -18,11 +18,11 @@ from plasmafs.core.rpc_status import (
     abort_with,
     answered,
 )
+from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.datanodes import DatanodeRegistry
-from plasmafs.namenode.gate import Gate
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.replication import ReplicationMonitor
+from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.session import Session
 from plasmafs.namenode.settings import NamenodeSettings
 

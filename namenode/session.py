@@ -29,17 +29,17 @@ from plasmafs.core.errors import (
     TransactionError,
 )
 from plasmafs.core.proto import namenode_pb2 as pb
-from plasmafs.namenode import leases
-from plasmafs.namenode.eager import start_eagerly
+from plasmafs.namenode import directory_leases
+from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.cursor_checks import check_walk_cursor
+from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import Principal
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.request_tasks import start_eagerly
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.subtree import WALK_PAGE_MAX
 from plasmafs.namenode.transaction import Txn
-from plasmafs.namenode.validation import check_walk_cursor
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Session:
         """Serve the stream until the client closes it or goes away, or raise the
         PlasmaError it was cut with."""
         # Every request task starts from this context: leases know whose request it is.
-        leases.serving.set(self)
+        directory_leases.serving.set(self)
         reader = asyncio.create_task(self._read(frames))
         try:
             while True:

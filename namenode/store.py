@@ -17,7 +17,7 @@ import asyncpg
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import NotActiveError, StorageError
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.records import ExtentRow, Inode
+from plasmafs.namenode.inode_records import ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "

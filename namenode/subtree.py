@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from plasmafs.core.attributes import FileKind
+from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.inode_records import Inode, Listed
 from plasmafs.namenode.permissions import Caller, R, X, may
-from plasmafs.namenode.place import Place
-from plasmafs.namenode.records import Inode, Listed
 from plasmafs.namenode.tree_store import TreeSnapshot, TreeStore
 from plasmafs.namenode.view import View
 

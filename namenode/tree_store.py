@@ -13,7 +13,7 @@ from typing import NamedTuple
 import asyncpg
 
 from plasmafs.core.attributes import FileKind
-from plasmafs.namenode.records import Listed
+from plasmafs.namenode.inode_records import Listed
 from plasmafs.namenode.store import Store
 
 

@@ -18,12 +18,12 @@ from plasmafs.core.errors import (
     NotFoundError,
     StorageError,
 )
+from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cache import MISSING, NamespaceCache
-from plasmafs.namenode.leases import LeaseTable
+from plasmafs.namenode.coalescing_reader import CoalescingReader
+from plasmafs.namenode.directory_leases import LeaseTable
+from plasmafs.namenode.inode_records import ROOT_INO, Inode
 from plasmafs.namenode.permissions import Caller, X, check_access, check_search, may
-from plasmafs.namenode.place import Place
-from plasmafs.namenode.reader import CoalescingReader
-from plasmafs.namenode.records import ROOT_INO, Inode
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 

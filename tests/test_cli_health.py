@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client, FileKind, NotFoundError, SyncClient
-from plasmafs.client import replication_change as replication
+from plasmafs.client import Client, FileKind, NotFoundError, SyncClient, replication_change
 from plasmafs.local.postgres import postgres_running, stop_postgres
 from tests.cli_runner import assert_error, assert_ok, clean_env, run_pfs
 from tests.conftest import DataCluster
@@ -96,7 +95,7 @@ def test_setrep_sets_a_file_or_every_file_below_a_directory(
 async def test_setrep_changes_a_big_directory_a_page_per_transaction(
     dfs: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(replication, "BATCH", 3)
+    monkeypatch.setattr(replication_change, "BATCH", 3)
     async with dfs.transaction() as t:
         await t.mkdir("/big")
         for k in range(10):

@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 
 from plasmafs.core.errors import StorageError
+from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.place import Place
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.server import open_namespace
 from plasmafs.namenode.settings import NamenodeSettings

@@ -18,7 +18,8 @@ from plasmafs.client import (
     NoSpaceError,
     UnavailableError,
 )
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.core import tickets as ticket_rules
 from plasmafs.core.proto import datanode_pb2 as dpb
 from plasmafs.core.proto import datanode_pb2_grpc as dpb_grpc

@@ -11,7 +11,7 @@ import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.files import FileReader
+from plasmafs.client.file_reader import FileReader
 from plasmafs.core.errors import AccessDeniedError, InvalidArgumentError, IsDirectoryError
 from tests.accounts import TOKENS
 from tests.conftest import DataCluster

@@ -10,7 +10,8 @@ import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.editing import FileEditor
-from plasmafs.client.files import FileReader, FileWriter
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
 from plasmafs.core.errors import (
     AccessDeniedError,
     InvalidArgumentError,

@@ -1,7 +1,8 @@
-"""Directory leases and reserved inode numbers (namenode/leases.py, client/session_requests.py)
-on a real namenode: the holder alone uses a leased directory's entries; others wait
-until it releases the lease (told through lease_news), loses it with its connection,
-or has it taken away after the recall timeout."""
+"""Directory leases and reserved inode numbers (namenode/directory_leases.py,
+client/session_requests.py) on a real namenode: the holder alone uses a leased
+directory's entries; others wait until it releases the lease (told through
+lease_news), loses it with its connection, or has it taken away after the recall
+timeout."""
 
 from __future__ import annotations
 

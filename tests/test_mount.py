@@ -22,8 +22,8 @@ import pytest
 
 from loadtests.churn import run_churn
 from plasmafs.client import Client, SyncClient
-from plasmafs.mount.daemon import READ_AHEAD
 from plasmafs.mount.mountpoints import is_mounted
+from plasmafs.mount.process import READ_AHEAD
 from tests.accounts import TOKENS
 from tests.cli_runner import assert_error, run_pfs
 from tests.cluster import DatanodeProcess, NamenodeProcess

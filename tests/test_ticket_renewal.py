@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, PermissionDeniedError, StaleFileError
-from plasmafs.client.files import FileReader
+from plasmafs.client.file_reader import FileReader
 from tests.cluster import DatanodeProcess, NamenodeProcess
 from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY
 

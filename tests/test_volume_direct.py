@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.core.errors import ConfigError, CorruptionError
-from plasmafs.datanode.recent import RecentBlocks
+from plasmafs.datanode.recently_read import RecentBlocks
 from plasmafs.datanode.volume import DATA, Volume
 
 BS = 64 * 1024

@@ -5,12 +5,11 @@ Data messages are megabytes each. glibc's malloc starts by serving blocks above 
 with their own mmap and unmapping them when freed, and trims the top of its heap once
 128 KiB there are free; so each message can land in fresh pages, which the kernel must
 zero and, on a VM that returns freed memory to its host (free page reporting), fault in
-from the host again. Measured on the 2-core VM in BENCHMARKS.md, per 2 GiB: the system
-time of `pfs cat` over gRPC fell from 1.1 to 0.55 s and its rate rose 10-15%; a
-datanode's CPU for a put fell from 1.5 to 0.9 s per GiB.
+from the host again. BENCHMARKS.md's io_bench rows put a bare gRPC stream with these
+settings beside one with glibc's defaults.
 
 Both thresholds must be set: fixing the trim threshold alone also freezes the mmap
-threshold at 128 KiB, and every message is mapped afresh (measured: cat at half speed).
+threshold at 128 KiB, and every message is mapped afresh.
 """
 
 from __future__ import annotations

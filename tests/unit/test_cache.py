@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.namenode.cache import MISSING, NamespaceCache
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.inode_records import Inode
 
 
 def _inode(ino: int, version: int = 1) -> Inode:

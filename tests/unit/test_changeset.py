@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.inode_records import Inode
 
 
 def _dir(ino: int, mtime: int = 0, nlink: int = 2) -> Inode:

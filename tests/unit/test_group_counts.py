@@ -1,11 +1,11 @@
-"""The rules of what a block group needs (plasmafs.namenode.health.GroupCounts) and the
+"""The rules of what a block group needs (plasmafs.namenode.replica_health.GroupCounts) and the
 packing of replica counts a scan receives from PostgreSQL."""
 
 from __future__ import annotations
 
 import pytest
 
-from plasmafs.namenode.health import CLEANUP, ONE_LIVE, UNDER, VERY_UNDER, GroupCounts
+from plasmafs.namenode.replica_health import CLEANUP, ONE_LIVE, UNDER, VERY_UNDER, GroupCounts
 from plasmafs.namenode.replica_store import unpack_pattern
 
 

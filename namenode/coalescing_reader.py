@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from plasmafs.namenode.cache import NamespaceCache
-from plasmafs.namenode.records import Inode
+from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.store import Store
 
 K = TypeVar("K", bound=Hashable)

@@ -1,4 +1,4 @@
-"""The mount's wait for the next FUSE request (`mount/requests.py`), on a pipe: a
+"""The mount's wait for the next FUSE request (`mount/request_wait.py`), on a pipe: a
 queued request is seen at once, an idle device is waited for through the loop, a
 stream of queued requests still lets the loop's other tasks run, a request that comes
 while the wait spins is taken then, and spinning stops while it does not pay."""
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from plasmafs.mount import requests
-from plasmafs.mount.requests import DeviceWait, QuickRequests
+from plasmafs.mount import request_wait
+from plasmafs.mount.request_wait import DeviceWait, QuickRequests
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ async def test_a_request_that_comes_while_spinning_is_taken_then(
     pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A long spin, so that only a spin that gives the loop no turn can miss the request.
-    monkeypatch.setattr(requests, "SPIN", 5.0)
+    monkeypatch.setattr(request_wait, "SPIN", 5.0)
     read_end, write_end = pipe
     wait = DeviceWait()
 

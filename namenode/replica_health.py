@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from plasmafs.core.attributes import ReplicaState
 from plasmafs.namenode.datanodes import NORMAL, DatanodeRegistry
-from plasmafs.namenode.records import ExtentRow
+from plasmafs.namenode.inode_records import ExtentRow
 
 # Re-replication priorities, as HDFS's UnderReplicatedBlocks orders them.
 ONE_LIVE, VERY_UNDER, UNDER, CLEANUP = 0, 1, 2, 3

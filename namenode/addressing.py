@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from plasmafs.core import paths
 from plasmafs.core.errors import InvalidArgumentError
-from plasmafs.namenode.records import ROOT_INO
+from plasmafs.namenode.inode_records import ROOT_INO
 
 
 @dataclass(frozen=True, slots=True)

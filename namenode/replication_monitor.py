@@ -33,10 +33,10 @@ from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.filedata import FileData
-from plasmafs.namenode.health import CLEANUP, GroupCounts, ReplicaHealth
+from plasmafs.namenode.inode_records import ExtentRow
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.principals import SUPERUSER
-from plasmafs.namenode.records import ExtentRow
+from plasmafs.namenode.replica_health import CLEANUP, GroupCounts, ReplicaHealth
 from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore, unpack_pattern
 from plasmafs.namenode.transaction import Txn
 

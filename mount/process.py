@@ -28,7 +28,7 @@ from plasmafs.client import Client, config
 from plasmafs.core.errors import ConfigError, PlasmaError
 from plasmafs.core.runtime.freed_buffers import reuse_freed_buffers
 from plasmafs.core.runtime.gc_tuning import tune_for_daemon
-from plasmafs.mount import requests
+from plasmafs.mount import request_wait
 from plasmafs.mount.mountpoints import is_mounted, mounted_device
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
@@ -112,7 +112,7 @@ async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Read
     unmounted or a signal asks to stop."""
     await fs.connection()  # fail before mounting when the namenode is unreachable
     operations = PlasmaOperations(fs, options)
-    requests.enable()
+    request_wait.enable()
     pyfuse3.init(operations, str(mountpoint), fuse_options(options))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

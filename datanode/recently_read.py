@@ -6,9 +6,9 @@ shared memory, and the page cache is spared a copy it would likely never serve a
 hot: that read goes through the page cache, which then serves the reads after it.
 A block read again only later (a data set read once per job) comes from the disk
 again: a copy kept that long would have had to outlive everything read in between.
-Measured on the mount benchmark, whose 8 readers read every file a second time about
-half a minute after the first pass: remembering a quarter of memory's worth of blocks
-with no time limit sent that pass through the page cache, 361 -> 231 files/s.
+Hence the time limit: mount_bench's 8 readers read every file a second time about
+half a minute after the first pass, and without it that pass went through the page
+cache, much slower (its readers row in BENCHMARKS.md; the A/B run is in the history).
 """
 
 from __future__ import annotations
