@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from plasmafs.core.attributes import FileKind
+from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.namenode.inode_records import ExtentRow, Inode
 
 
@@ -70,6 +70,13 @@ class ChangeSet:
         self.touches.pop(inode.ino, None)
         if created:
             self.created.add(inode.ino)
+
+    def put_changed_inode(self, inode: Inode, attr: Attr, data: bytes | None) -> Attr:
+        """Replace `inode`'s row with these attributes and inline content, as a new
+        version once per transaction; returns the attributes written."""
+        new = replace(attr, version=attr.version + (0 if attr.ino in self.inodes else 1))
+        self.put_inode(replace(inode, attr=new, data=data))
+        return new
 
     def delete_inode(self, ino: int, kind: FileKind) -> None:
         """Remove an inode; an inode created by this transaction simply disappears."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from plasmafs.core.attributes import FileKind
@@ -32,6 +32,7 @@ from plasmafs.namenode.store import OutcomeUnknownError, RetryableStoreError, St
 log = logging.getLogger(__name__)
 
 
+CommitObserver = Callable[[ChangeSet], None]
 FLUSH_DELAY = 1.0  # seconds from the last relaxed group to the flush that makes it durable
 
 
@@ -59,15 +60,19 @@ class Committer:
         store: Store,
         cache: NamespaceCache,
         max_group: int,
-        on_committed: Callable[[ChangeSet], None],
         term: Callable[[], int],
         on_term_ended: Callable[[str], None],
+        *,
+        observers: Sequence[CommitObserver],
+        on_group: Callable[[int], None] | None = None,
         lanes: int = 1,
     ) -> None:
         self._store = store
         self._cache = cache
         self._max_group = max_group
-        self._on_committed = on_committed
+        # Told of every committed change set, in order, once the cache holds it.
+        self._observers = observers
+        self._on_group = on_group
         self._term = term  # the namenode's term; raises NotActiveError while it may not write
         self._on_term_ended = on_term_ended
         self._queue: list[_Pending] = []
@@ -76,7 +81,6 @@ class Committer:
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.stats = CommitStats()
-        self.group_observer: Callable[[int], None] | None = None
         self._flusher: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -203,15 +207,16 @@ class Committer:
                     cache.mark_complete(ino)
             for (parent, name), target in cs.entries.items():
                 cache.commit_entry(parent, name, target, epoch, target in created)
-            self._on_committed(cs)
+            for observe in self._observers:
+                observe(cs)
         for inode in touched:
             # Two lanes may touch one directory; its version orders their rows.
             cache.commit_newer_inode(inode, epoch)
         stats = self.stats
         stats.commits += len(group)
         stats.groups += 1
-        if self.group_observer is not None:
-            self.group_observer(len(group))
+        if self._on_group is not None:
+            self._on_group(len(group))
         for pending in group:
             if not pending.done.done():
                 pending.done.set_result(None)

@@ -46,6 +46,7 @@ class FileData:
         allocator: Allocator,
         registry: DatanodeRegistry,
         ticket_ttl: float,
+        replica_state: Callable[[ExtentRow], ReplicaState],
     ) -> None:
         self.store = store
         self.cache = cache
@@ -57,12 +58,7 @@ class FileData:
         self._horizon = 0.0  # no read ticket lives past it (also recorded in PostgreSQL)
         self._horizon_lock = asyncio.Lock()
         self._started_horizon = 0.0  # the same for tickets issued before this start
-        # Told after each commit that changed block lists or replication, and of every
-        # block range released (replica health checks files, forgets corruption).
-        self.commit_observer: Callable[[ChangeSet], None] | None = None
-        self.release_observer: Callable[[int, int, int], None] | None = None
-        # The state of a replica in block lists (replica health sets it).
-        self.replica_state: Callable[[ExtentRow], ReplicaState] = lambda _: ReplicaState.LIVE
+        self.replica_state = replica_state  # of a replica in block lists (replica health's)
 
     async def load(self) -> None:
         """Read how long read tickets issued before this start may live."""
@@ -335,7 +331,7 @@ class FileData:
             cs.final_extents[ino] = tuple(await self.view(txn, ino))
         cs.held_until = self.held_until(cs.extents_changed)
 
-    def committed_hook(self, cs: ChangeSet) -> None:
+    def publish_committed(self, cs: ChangeSet) -> None:
         """After PostgreSQL committed `cs`: publish block lists, settle the allocator."""
         epoch = self.cache.epoch
         for ino, rows in cs.final_extents.items():
@@ -356,13 +352,8 @@ class FileData:
         for datanode, start, count in cs.released_held:
             self.allocator.quarantine(datanode, start, count, math.inf)
         self._give_back(cs, committed=True)
-        if self.release_observer is not None:
-            for datanode, start, count in (*cs.released, *cs.released_held):
-                self.release_observer(datanode, start, count)
-        if self.commit_observer is not None and (cs.extents_changed or cs.recheck):
-            self.commit_observer(cs)
 
-    def aborted_hook(self, cs: ChangeSet) -> None:
+    def aborted(self, cs: ChangeSet) -> None:
         """The transaction ended without committing: its reservations are free again."""
         self._give_back(cs, committed=False)
 

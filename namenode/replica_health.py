@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from plasmafs.core.attributes import ReplicaState
+from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.datanodes import NORMAL, DatanodeRegistry
 from plasmafs.namenode.inode_records import ExtentRow
 
@@ -119,6 +120,11 @@ class ReplicaHealth:
             self._corrupt[datanode] = kept
         else:
             del self._corrupt[datanode]
+
+    def forget_released(self, cs: ChangeSet) -> None:
+        """A committed change set released blocks: forget their corruption."""
+        for datanode, start, count in (*cs.released, *cs.released_held):
+            self.forget_corrupt(datanode, start, count)
 
     def forget_datanode(self, datanode: int) -> None:
         """A removed datanode: nothing of it is corrupt any more."""

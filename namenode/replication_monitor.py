@@ -25,20 +25,27 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from plasmafs.core.errors import BusyError, ConflictError, NotFoundError, PlasmaError
-from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.copy_work import (
+    CopyJob,
+    CopyOutcome,
+    CopyTask,
+    HeartbeatReport,
+    HeartbeatWork,
+)
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
+from plasmafs.namenode.file_rules import FileRules
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_records import ExtentRow
-from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.principals import SUPERUSER
+from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.replica_health import CLEANUP, GroupCounts, ReplicaHealth
 from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore, unpack_pattern
 from plasmafs.namenode.transaction import Txn
+from plasmafs.namenode.view import View
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +55,6 @@ SCHEDULE_LOOKS = 2000  # queued groups looked at per heartbeat, at most
 CHECK_BATCH = 1000  # files checked per query
 FULL_SCAN_FILES = 20 * CHECK_BATCH  # more files to check than this: a full scan is cheaper
 MAX_VERIFY = 1 << 20  # blocks a client may ask to verify at once
-
-
-@dataclass(slots=True)
-class CopyJob:
-    """One copy given to a target datanode."""
-
-    task_id: int
-    ino: int
-    source: ExtentRow
-    target: ExtentRow  # the reserved blocks on the target datanode
-    given: float = field(default_factory=time.monotonic)
-    acknowledged: bool = False  # the target reported it running (or finished)
 
 
 @dataclass(slots=True)
@@ -78,7 +73,10 @@ class ReplicationMonitor:
 
     def __init__(
         self,
-        namespace: Namespace,
+        files: FileRules,
+        data: FileData,
+        view: View,
+        leadership: Leadership,
         replicas: ReplicaStore,
         health: ReplicaHealth,
         *,
@@ -87,9 +85,11 @@ class ReplicationMonitor:
         check_interval: float,
         ticket_ttl: float,
     ) -> None:
-        self.ns = namespace
-        self.data: FileData = namespace.data
-        self.registry = self.data.registry
+        self.files = files
+        self.data = data
+        self.view = view
+        self.leadership = leadership
+        self.registry = data.registry
         self.replicas = replicas
         self.health = health
         self.streams = streams_per_datanode
@@ -118,12 +118,10 @@ class ReplicationMonitor:
     # --- life -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Load corrupt ranges, hook into commits, scan once and start the loop."""
+        """Load corrupt ranges and start the loop (which scans once first)."""
         self.health.load_corrupt(await self.replicas.corrupt_ranges())
-        self.data.commit_observer = self._committed
-        self.data.release_observer = self.health.forget_corrupt
         # Task ids carry the term: a task of an earlier namenode is never taken for ours.
-        self._task_base = self.ns.leadership.current_term() << 32
+        self._task_base = self.leadership.current_term() << 32
         self._runner = asyncio.create_task(self._run(), name="pfs-replication")
 
     async def stop(self) -> None:
@@ -234,10 +232,12 @@ class ReplicationMonitor:
             for queue in self.queues:
                 queue.pop(key, None)
 
-    def _committed(self, cs: ChangeSet) -> None:
+    def committed(self, cs: ChangeSet) -> None:
         """After every commit that changed block lists or replication: check again the
         files whose replication changed, that are tracked, or that got replicas on a
         datanode that is down (cheap for the common case: none of these)."""
+        if not (cs.extents_changed or cs.recheck):
+            return
         dirty = set(cs.recheck)
         files = self._tracked_files
         if files:
@@ -273,34 +273,29 @@ class ReplicationMonitor:
 
     # --- heartbeats ---------------------------------------------------------------------------
 
-    async def heartbeat(self, datanode: int, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+    async def heartbeat(self, datanode: int, report: HeartbeatReport) -> HeartbeatWork:
         """Take a datanode's reports and give it work."""
-        if self.registry.heartbeat(datanode, request.identity):
+        if self.registry.heartbeat(datanode, report.identity):
             self._spawn(self.datanode_returned(datanode))
-        reply = pb.HeartbeatReply()
-        for result in request.finished:
-            self._finished(datanode, result)
-        unknown = []
-        for task_id in request.running:
+        work = HeartbeatWork()
+        for outcome in report.finished:
+            self._finished(datanode, outcome)
+        for task_id in report.running:
             job = self.jobs.get(task_id)
             if job is None or job.target.datanode_id != datanode:
-                unknown.append(task_id)
+                work.cancel.append(task_id)
             else:
                 job.acknowledged = True
-        reply.cancel.extend(unknown)
-        self.registry.set_busy_unknown(datanode, bool(unknown))
-        if request.corrupt:
-            ranges = [(b.block_start, b.block_count, b.reason) for b in request.corrupt]
-            self._spawn(self.record_corrupt(datanode, ranges))
+        self.registry.set_busy_unknown(datanode, bool(work.cancel))
+        if report.corrupt:
+            self._spawn(self.record_corrupt(datanode, report.corrupt))
         pending = self._verify.get(datanode)
         if pending:
-            for r in request.verified:
-                pending.discard((r.block_start, r.block_count))
-            for start, count in sorted(pending):
-                reply.verify.add(block_start=start, block_count=count)
+            pending.difference_update(report.verified)
+            work.verify.extend(sorted(pending))
         if datanode in self.registry.placeable():
-            await self._give_work(datanode, reply)
-        return reply
+            await self._give_work(datanode, work)
+        return work
 
     def request_verify(self, datanode: int, start: int, count: int) -> None:
         """Have a datanode check blocks a client could not read (in its next heartbeat)."""
@@ -308,13 +303,13 @@ class ReplicationMonitor:
             raise NotFoundError(f"no datanode {datanode}")
         self._verify.setdefault(datanode, set()).add((start, max(1, min(count, MAX_VERIFY))))
 
-    def _finished(self, datanode: int, result: pb.CopyResult) -> None:
+    def _finished(self, datanode: int, result: CopyOutcome) -> None:
         job = self.jobs.get(result.task_id)
         if job is None or job.target.datanode_id != datanode:
             return  # reported before, or not ours
         del self.jobs[result.task_id]
-        if result.code == pb.OK:
-            self.stats.bytes_copied += result.bytes
+        if result.ok:
+            self.stats.bytes_copied += result.bytes_copied
             self.recording[job.task_id] = job
             self._spawn(self._record(job))
             return
@@ -325,7 +320,7 @@ class ReplicationMonitor:
             datanode, result.message,
         )  # fmt: skip
         self._give_back(job)
-        if result.code == pb.ECORRUPT:  # the source failed a checksum: have it checked
+        if result.source_corrupt:  # have the source's blocks checked
             s = job.source
             self._verify.setdefault(s.datanode_id, set()).add((s.block_start, s.block_count))
         self._dirty.add(job.ino)
@@ -352,7 +347,7 @@ class ReplicationMonitor:
         t = job.target
         self.data.allocator.give_back(t.datanode_id, t.block_start, t.block_count)
 
-    async def _give_work(self, datanode: int, reply: pb.HeartbeatReply) -> None:
+    async def _give_work(self, datanode: int, work: HeartbeatWork) -> None:
         slots = self.streams - self.running_on(datanode)
         if slots <= 0:
             return
@@ -374,16 +369,18 @@ class ReplicationMonitor:
                 slots -= 1
                 reading[job.source.datanode_id] = reading.get(job.source.datanode_id, 0) + 1
                 source = await self.data.source_ticket(job.ino, job.source)
-                task = reply.copies.add(
-                    task_id=job.task_id,
-                    source_datanode_id=job.source.datanode_id,
-                    source_address=source.address,
-                    source_plaintext=source.plaintext,
-                    source_block_start=job.source.block_start,
-                    block_start=job.target.block_start,
-                    block_count=job.target.block_count,
+                work.copies.append(
+                    CopyTask(
+                        task_id=job.task_id,
+                        source_datanode_id=job.source.datanode_id,
+                        source_address=source.address,
+                        source_plaintext=source.plaintext,
+                        source_block_start=job.source.block_start,
+                        source_ticket=source.ticket,
+                        block_start=job.target.block_start,
+                        block_count=job.target.block_count,
+                    )
                 )
-                task.source_ticket.MergeFromString(source.ticket)
 
     async def _plan(
         self, key: GroupKey, datanode: int, placeable: frozenset[int], reading: dict[int, int]
@@ -439,7 +436,7 @@ class ReplicationMonitor:
 
         done = False
         try:
-            done = await self.ns.change_file_blocks(
+            done = await self.files.change_file_blocks(
                 f"copy/{job.task_id}", job.ino, change, LOCK_WAIT
             )
         except PlasmaError as exc:
@@ -457,10 +454,13 @@ class ReplicationMonitor:
 
     async def _drop_surplus(self, txn: Txn, ino: int, file_index: int) -> None:
         rows = [r for r in await self.data.view(txn, ino) if r.file_index == file_index]
-        inode = await self.ns.getattr(txn, ino, who=SUPERUSER)
-        health = self.health.assess(rows, inode.replication, self._placeable())
+        inode = await self.view.inode(txn, ino)  # a file: its change holds its lock
+        if inode is None:
+            raise NotFoundError(f"no inode {ino}")
+        replication = inode.attr.replication
+        health = self.health.assess(rows, replication, self._placeable())
         drop = list(health.droppable) if health.counts.needs_cleanup else []
-        surplus = len(health.live) - inode.replication
+        surplus = len(health.live) - replication
         if surplus > 0:
             allocator = self.data.allocator
             fullest = sorted(health.live, key=lambda r: allocator.free_blocks(r.datanode_id))
@@ -484,7 +484,7 @@ class ReplicationMonitor:
                 return bool(txn.cs.extents_changed)
 
             with contextlib.suppress(ConflictError):  # a writer has it: later
-                await self.ns.change_file_blocks("cleanup", ino, change, LOCK_WAIT)
+                await self.files.change_file_blocks("cleanup", ino, change, LOCK_WAIT)
             self._dirty.add(ino)
 
     async def record_corrupt(self, datanode: int, ranges: list[tuple[int, int, str]]) -> None:

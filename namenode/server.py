@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import signal
 from dataclasses import dataclass
 
@@ -18,22 +17,17 @@ from plasmafs.core.tls import add_port
 from plasmafs.namenode.account_store import AccountStore
 from plasmafs.namenode.accounts_servicer import accounts_servicer
 from plasmafs.namenode.admin_servicer import AdminServicer
-from plasmafs.namenode.allocator import Allocator
-from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.caller_identity import Gate
-from plasmafs.namenode.datanodes import DatanodeRegistry
-from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.fsck import Fsck
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate_database
-from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.principals import Principals
-from plasmafs.namenode.replica_health import ReplicaHealth
-from plasmafs.namenode.replica_store import ReplicaStore
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.startup import NamespaceParts, open_namespace, start_replica_health
 from plasmafs.namenode.store import Store
 
 log = logging.getLogger(__name__)
@@ -46,8 +40,7 @@ class RunningNamenode:
     server: grpc.aio.Server
     port: int
     registry_port: int
-    namespace: Namespace
-    store: Store
+    parts: NamespaceParts
     servicer: NamenodeServicer
     leadership: Leadership
     deposed: asyncio.Event
@@ -59,8 +52,8 @@ class RunningNamenode:
         await self.server.stop(grace)
         await self.monitor.stop()
         await self.leadership.stop()
-        await self.namespace.stop()
-        await self.store.close()
+        await self.parts.stop()
+        await self.parts.store.close()
 
 
 async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
@@ -71,29 +64,30 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     store = Store(settings.dsn, settings.read_pool_size, settings.commit_lanes)
     deposed = asyncio.Event()
     leadership = Leadership(store, settings.leader_check_interval, lambda _: deposed.set())
+    metrics = NamenodeMetrics()
     try:
         await leadership.take()
         await store.open()
-        namespace = await open_namespace(settings, store, leadership)
-        monitor = await start_replica_health(settings, namespace)
+        parts = await open_namespace(settings, store, leadership, metrics.group_size.observe)
+        monitor = await start_replica_health(settings, parts, leadership)
     except BaseException:
         await store.close()
         raise
     leadership.start()
-    metrics = NamenodeMetrics()
-    namespace.committer.group_observer = metrics.group_size.observe
+    status = ClusterStatus(parts.counts, parts.data, monitor, parts.namespace.default_blocksize)
     server_tls = settings.server_tls()
     principals = await load_principals(store) if server_tls is not None else None
     gate = Gate(principals)
-    servicer = NamenodeServicer(namespace, settings, metrics, gate)
-    metrics.add_gauges(lambda: gauges(servicer, namespace, monitor))
+    servicer = NamenodeServicer(parts, status, settings, metrics, gate)
+    metrics.add_gauges(lambda: gauges(servicer, parts, status, monitor))
     server = grpc.aio.server(options=channels.NAMENODE_SERVER)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
-    registry = RegistryServicer(namespace.data.registry, monitor, gate)
+    data = parts.data
+    registry = RegistryServicer(data.registry, monitor, gate)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
-    data = namespace.data
     fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
-    pb_grpc.add_AdminServicer_to_server(AdminServicer(namespace, monitor, fsck, gate), server)
+    admin = AdminServicer(parts.namespace, monitor, fsck, gate)
+    pb_grpc.add_AdminServicer_to_server(admin, server)
     accounts = accounts_servicer(AccountStore(store), principals, gate, servicer.cut_sessions)
     pb_grpc.add_AccountsServicer_to_server(accounts, server)
     # One server, two ports: clients on `listen`; datanodes on `registry_listen`, which
@@ -107,16 +101,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     await server.start()
     metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
     return RunningNamenode(
-        server,
-        port,
-        registry_port,
-        namespace,
-        store,
-        servicer,
-        leadership,
-        deposed,
-        monitor,
-        metrics_port,
+        server, port, registry_port, parts, servicer, leadership, deposed, monitor, metrics_port
     )
 
 
@@ -127,75 +112,17 @@ async def load_principals(store: Store) -> Principals:
     return principals
 
 
-async def start_replica_health(
-    settings: NamenodeSettings, namespace: Namespace
-) -> ReplicationMonitor:
-    """Replica accounting and re-replication over a started namespace."""
-    data = namespace.data
-    health = ReplicaHealth(data.registry)
-    monitor = ReplicationMonitor(
-        namespace,
-        ReplicaStore(namespace.store),
-        health,
-        streams_per_datanode=settings.replication_streams,
-        scan_interval=settings.replication_scan_interval,
-        check_interval=settings.replication_check_interval,
-        ticket_ttl=settings.ticket_ttl,
-    )
-    await monitor.start()
-    data.replica_state = health.state
-    namespace.accounting = monitor
-    return monitor
-
-
-async def open_namespace(
-    settings: NamenodeSettings, store: Store, leadership: Leadership
-) -> Namespace:
-    """The namespace over an opened store, with its datanodes, allocator and cache loaded
-    and its committer started."""
-    blocksize, secret = await store.cluster_settings(
-        settings.default_blocksize, secrets.token_bytes(32)
-    )
-    if blocksize != settings.default_blocksize:
-        log.warning("the cluster's blocksize is %d; default_blocksize is ignored", blocksize)
-    cache = NamespaceCache(settings.cache_inodes, settings.cache_entries)
-    allocator = Allocator()
-    registry = DatanodeRegistry(
-        store,
-        allocator,
-        blocksize,
-        secret,
-        settings.datanode_dead_after,
-        settings.heartbeat_ms,
-        settings.replica_lost_after,
-    )
-    await registry.load()
-    data = FileData(store, cache, allocator, registry, settings.ticket_ttl)
-    await data.load()
-    namespace = Namespace(
-        store,
-        cache,
-        default_replication=settings.default_replication,
-        default_blocksize=blocksize,
-        max_group=settings.max_group,
-        commit_lanes=settings.commit_lanes,
-        inline_limit=settings.inline_limit,
-        lease_recall_timeout=settings.lease_recall_timeout,
-        read_concurrency=settings.read_pool_size,
-        data=data,
-        leadership=leadership,
-    )
-    await namespace.start()
-    return namespace
-
-
 def gauges(
-    servicer: NamenodeServicer, namespace: Namespace, monitor: ReplicationMonitor
+    servicer: NamenodeServicer,
+    parts: NamespaceParts,
+    status: ClusterStatus,
+    monitor: ReplicationMonitor,
 ) -> dict[str, tuple[str, float]]:
     """The values read at each scrape (names ending in _total are counters)."""
-    cache, stats, locks = namespace.cache, namespace.committer.stats, namespace.locks
-    registry, copies = namespace.data.registry, monitor.stats
-    fs = namespace.fsstat()
+    txns = parts.transactions
+    cache, stats, locks = parts.cache, txns.committer.stats, txns.locks
+    registry, copies = parts.data.registry, monitor.stats
+    fs = status.fsstat()
     return {
         "pfs_namenode_sessions": ("Connected clients", servicer.sessions),
         "pfs_namenode_open_transactions": ("Open transactions", servicer.open_transactions),
@@ -259,7 +186,7 @@ async def serve(settings: NamenodeSettings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    sweeper = asyncio.create_task(_forget_expired_releases(running.store))
+    sweeper = asyncio.create_task(_forget_expired_releases(running.parts.store))
     deposed = asyncio.create_task(running.deposed.wait())
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait([deposed, stopped], return_when=asyncio.FIRST_COMPLETED)

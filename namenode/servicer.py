@@ -19,12 +19,14 @@ from plasmafs.core.rpc_status import (
     answered,
 )
 from plasmafs.namenode.caller_identity import Gate
+from plasmafs.namenode.cluster_status import ClusterStatus
+from plasmafs.namenode.copy_work import CopyOutcome, HeartbeatReport, HeartbeatWork
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.metrics import NamenodeMetrics
-from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.session import Session
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.startup import NamespaceParts
 
 VERSION = "0.1.0"
 
@@ -34,12 +36,14 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
 
     def __init__(
         self,
-        namespace: Namespace,
+        parts: NamespaceParts,
+        status: ClusterStatus,
         settings: NamenodeSettings,
         metrics: NamenodeMetrics,
         gate: Gate,
     ) -> None:
-        self.namespace = namespace
+        self.parts = parts
+        self.status = status
         self.settings = settings
         self.metrics = metrics
         self.gate = gate
@@ -73,11 +77,17 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         await context.send_initial_metadata(
             (
                 (USER_METADATA_KEY, who.name),
-                (INLINE_LIMIT_METADATA_KEY, str(self.namespace.inline_limit)),
+                (INLINE_LIMIT_METADATA_KEY, str(self.parts.files.inline_limit)),
             )
         )
         session = Session(
-            self.namespace, self.settings, context.peer(), self.counters, self.metrics, who
+            self.parts,
+            self.status,
+            self.settings,
+            context.peer(),
+            self.counters,
+            self.metrics,
+            who,
         )
         expiry = None
         if who.expires is not None:
@@ -178,7 +188,8 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
         self._principal(context, request.datanode_id)
-        reply = await self.monitor.heartbeat(request.datanode_id, request)
+        work = await self.monitor.heartbeat(request.datanode_id, _heartbeat_report(request))
+        reply = _heartbeat_reply(work)
         principals = self.gate.principals
         if principals is not None:
             # Tickets live ticket_ttl: a credential revoked longer ago has none left.
@@ -205,3 +216,41 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         for start, count in ranges:
             reply.ranges.add(block_start=start, block_count=count)
         return reply
+
+
+def _heartbeat_report(request: pb.HeartbeatRequest) -> HeartbeatReport:
+    return HeartbeatReport(
+        identity=request.identity,
+        finished=[
+            CopyOutcome(
+                task_id=r.task_id,
+                ok=r.code == pb.OK,
+                source_corrupt=r.code == pb.ECORRUPT,
+                bytes_copied=r.bytes,
+                message=r.message,
+            )
+            for r in request.finished
+        ],
+        running=list(request.running),
+        corrupt=[(b.block_start, b.block_count, b.reason) for b in request.corrupt],
+        verified=[(r.block_start, r.block_count) for r in request.verified],
+    )
+
+
+def _heartbeat_reply(work: HeartbeatWork) -> pb.HeartbeatReply:
+    reply = pb.HeartbeatReply()
+    reply.cancel.extend(work.cancel)
+    for start, count in work.verify:
+        reply.verify.add(block_start=start, block_count=count)
+    for copy in work.copies:
+        task = reply.copies.add(
+            task_id=copy.task_id,
+            source_datanode_id=copy.source_datanode_id,
+            source_address=copy.source_address,
+            source_plaintext=copy.source_plaintext,
+            source_block_start=copy.source_block_start,
+            block_start=copy.block_start,
+            block_count=copy.block_count,
+        )
+        task.source_ticket.MergeFromString(copy.source_ticket)
+    return reply

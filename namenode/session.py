@@ -31,13 +31,14 @@ from plasmafs.core.errors import (
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode import directory_leases
 from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.cursor_checks import check_walk_cursor
 from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.metrics import NamenodeMetrics
-from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.request_tasks import start_eagerly
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.startup import NamespaceParts
 from plasmafs.namenode.subtree import WALK_PAGE_MAX
 from plasmafs.namenode.transaction import Txn
 
@@ -54,7 +55,8 @@ class Session:
 
     def __init__(
         self,
-        namespace: Namespace,
+        parts: NamespaceParts,
+        status: ClusterStatus,
         settings: NamenodeSettings,
         peer: str,
         counters: Counter[str],
@@ -63,7 +65,14 @@ class Session:
     ) -> None:
         self.who = who
         self._cut: PlasmaError | None = None
-        self.ns = namespace
+        self.ns = parts.namespace
+        self.files = parts.files
+        self.attributes = parts.attributes
+        self.transactions = parts.transactions
+        self.inode_numbers = parts.inode_numbers
+        self.leases = parts.leases
+        self.subtrees = parts.subtrees
+        self.status = status
         self.settings = settings
         self.peer = peer
         self.counters = counters
@@ -120,9 +129,9 @@ class Session:
             for task in list(self._tasks):
                 task.cancel()
             for txn in self.txns.values():
-                self.ns.abort(txn, "the client connection closed")
+                self.transactions.abort(txn, "the client connection closed")
             self.txns.clear()
-            self.ns.leases.end_session(self)
+            self.leases.end_session(self)
 
     async def _read(self, frames: AsyncIterator[pb.ClientFrame]) -> None:
         try:
@@ -228,7 +237,7 @@ class Session:
         if len(self.txns) >= self.settings.max_transactions_per_session:
             raise BusyError(f"too many open transactions on this connection ({len(self.txns)})")
         wait = request.begin.lock_wait_ms / 1000.0
-        txn = self.ns.begin(request.txn, self.peer, wait, self.who)
+        txn = self.transactions.begin(request.txn, self.peer, wait, self.who)
         self.txns[request.txn] = txn
 
 
@@ -245,22 +254,22 @@ async def _commit(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     assert t is not None
     unseen = t.failed_ops - r.commit.failures_seen
     if r.commit.unless_failed and unseen > 0:
-        s.ns.abort(t)
+        s.transactions.abort(t)
         raise TransactionError(
             f"transaction {t.txn_id} was aborted: {unseen} of its operations failed"
         )
-    await s.ns.commit(t, durable=not r.commit.relaxed)
+    await s.transactions.commit(t, durable=not r.commit.relaxed)
     out.done.SetInParent()
 
 
 async def _sync(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    await s.ns.sync()
+    await s.transactions.sync()
     out.done.SetInParent()
 
 
 async def _abort(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     assert t is not None
-    s.ns.abort(t)
+    s.transactions.abort(t)
     out.done.SetInParent()
 
 
@@ -326,14 +335,14 @@ async def _reserve_inodes(s: Session, t: Txn | None, r: pb.Request, out: pb.Resp
         raise InvalidArgumentError(f"reserve 1 to {MAX_RESERVE} inode numbers, not {count}")
     if len(s.reserved) + count > s.settings.max_transactions_per_session:
         raise BusyError(f"this connection holds {len(s.reserved)} unused inode numbers")
-    inos = await s.ns.reserve_inodes(count)
+    inos = await s.inode_numbers.reserve(count)
     s.reserved.update(inos)
     out.inodes.inos.extend(inos)
     out.inodes.SetInParent()
 
 
 async def _release_leases(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    s.ns.leases.release(list(r.release_leases.dirs))
+    s.leases.release(list(r.release_leases.dirs))
     out.done.SetInParent()
 
 
@@ -347,7 +356,7 @@ async def _lease_dir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response)
 
 async def _lease_news(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     wait = min(r.lease_news.wait_ms, MAX_NEWS_WAIT_MS) / 1000.0
-    recalled, revoked = await s.ns.leases.news(wait)
+    recalled, revoked = await s.leases.news(wait)
     out.lease_news.recalled.extend(recalled)
     out.lease_news.revoked.extend(revoked)
     out.lease_news.SetInParent()
@@ -372,7 +381,7 @@ async def _rename(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
 async def _setattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.setattr
     which = q.WhichOneof("target")
-    attr = await s.ns.setattr(
+    attr = await s.attributes.setattr(
         t,
         raw=q.path if which == "path" else None,
         ino=q.ino if which == "ino" else None,
@@ -401,7 +410,7 @@ async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) 
 
 
 async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    st = s.ns.fsstat()
+    st = s.status.fsstat()
     out.fsstat.files = st.files
     out.fsstat.directories = st.directories
     out.fsstat.symlinks = st.symlinks
@@ -418,30 +427,30 @@ async def _fsstat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
 
 async def _report_corrupt(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.report_corrupt
-    s.ns.report_corrupt(q.datanode_id, q.block_start, q.block_count)
+    s.status.report_corrupt(q.datanode_id, q.block_start, q.block_count)
     out.done.SetInParent()
 
 
 async def _allocate(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.allocate
-    inode, grants = await s.ns.allocate(t, q.ino, q.file_index, q.count)
+    inode, grants = await s.files.allocate(t, q.ino, q.file_index, q.count)
     _block_list(out.block_list, inode, grants)
 
 
 async def _write_inline(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.write_inline
-    (await s.ns.write_inline(t, q.ino, q.data)).to_wire(out.attr)
+    (await s.files.write_inline(t, q.ino, q.data)).to_wire(out.attr)
 
 
 async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.blocks
-    inode, grants = await s.ns.blocks(t, q.ino, q.file_index, q.count, who=s.who)
+    inode, grants = await s.files.blocks(t, q.ino, q.file_index, q.count, who=s.who)
     _block_list(out.block_list, inode, grants)
 
 
 async def _summarize(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     _outside_transactions(t, "summarize")
-    totals = await s.ns.subtrees.summarize(s.who, Place.of(r.summarize.path))
+    totals = await s.subtrees.summarize(s.who, Place.of(r.summarize.path))
     summary = out.summary
     summary.files, summary.directories, summary.symlinks = (
         totals.files, totals.directories, totals.symlinks,
@@ -456,7 +465,7 @@ async def _walk(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> N
     _outside_transactions(t, "walk")
     q = r.walk
     limit = max(1, min(q.limit or WALK_PAGE_MAX, WALK_PAGE_MAX))
-    items, more = await s.ns.subtrees.walk(
+    items, more = await s.subtrees.walk(
         s.who, Place.directory(q.path, q.dir), check_walk_cursor(q.after), limit, q.depth
     )
     page = out.walk_page

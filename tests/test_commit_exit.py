@@ -7,17 +7,19 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
 
+from plasmafs.core.attributes import Attr
 from plasmafs.core.errors import StorageError
 from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.leadership import Leadership
-from plasmafs.namenode.namespace import Namespace
-from plasmafs.namenode.principals import SUPERUSER
-from plasmafs.namenode.server import open_namespace
+from plasmafs.namenode.locks import LockManager
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.startup import NamespaceParts, open_namespace
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
 
@@ -25,55 +27,80 @@ BLOCKSIZE = 64 * 1024
 CAPACITY = 64
 
 
+@dataclass
+class Opened:
+    """A namespace's parts and the leadership they write under."""
+
+    parts: NamespaceParts
+    leadership: Leadership
+
+    def begin(self, txn_id: int) -> Txn:
+        return self.parts.transactions.begin(txn_id)
+
+    async def create(self, txn: Txn, path: bytes) -> Attr:
+        return await self.parts.namespace.create(txn, Place.of(path), 0o644, 1, 0)
+
+    async def commit(self, txn: Txn) -> None:
+        await self.parts.transactions.commit(txn)
+
+    @property
+    def locks(self) -> LockManager:
+        return self.parts.transactions.locks
+
+    @property
+    def committer(self) -> Committer:
+        return self.parts.transactions.committer
+
+
 @pytest.fixture
-async def namespace(dsn: str) -> AsyncIterator[Namespace]:
+async def namespace(dsn: str) -> AsyncIterator[Opened]:
     """A namespace over the test's database with one registered datanode."""
     store = Store(dsn, read_pool_size=2)
     leadership = Leadership(store, check_interval=1.0, on_deposed=lambda reason: None)
     await leadership.take()
     await store.open()
     settings = NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE)
-    ns = await open_namespace(settings, store, leadership)
-    await ns.data.registry.register(
+    parts = await open_namespace(settings, store, leadership)
+    await parts.data.registry.register(
         str(uuid.uuid4()), "127.0.0.1", "127.0.0.1:1", BLOCKSIZE, CAPACITY
     )
     try:
-        yield ns
+        yield Opened(parts, leadership)
     finally:
-        await ns.stop()
+        await parts.stop()
         await store.close()
 
 
-async def _writing_txn(ns: Namespace, txn_id: int) -> Txn:
-    txn = ns.begin(txn_id, "test", 0.0, SUPERUSER)
-    attr = await ns.create(txn, Place.of(b"/f"), 0o644, 1, 0)
-    await ns.allocate(txn, attr.ino, 0, 8)
-    assert ns.data.allocator.free_blocks() == CAPACITY - 8
+async def _writing_txn(ns: Opened, txn_id: int) -> Txn:
+    txn = ns.begin(txn_id)
+    attr = await ns.create(txn, b"/f")
+    await ns.parts.files.allocate(txn, attr.ino, 0, 8)
+    assert ns.parts.data.allocator.free_blocks() == CAPACITY - 8
     return txn
 
 
-def _assert_ended(ns: Namespace, txn: Txn) -> None:
+def _assert_ended(ns: Opened, txn: Txn) -> None:
     assert txn.state is TxnState.ABORTED
     assert len(ns.locks) == 0
-    assert ns.data.allocator.free_blocks() == CAPACITY
+    assert ns.parts.data.allocator.free_blocks() == CAPACITY
 
 
-async def _can_create_again(ns: Namespace) -> None:
-    txn = ns.begin(99, "test", 0.0, SUPERUSER)
-    await ns.create(txn, Place.of(b"/f"), 0o644, 1, 0)
+async def _can_create_again(ns: Opened) -> None:
+    txn = ns.begin(99)
+    await ns.create(txn, b"/f")
     await ns.commit(txn)
     assert txn.state is TxnState.COMMITTED
 
 
 async def test_a_failing_commit_preparation_ends_the_transaction(
-    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+    namespace: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     txn = await _writing_txn(namespace, 1)
 
     async def fail(t: Txn) -> None:
         raise StorageError("injected: the metadata store read failed")
 
-    monkeypatch.setattr(namespace.data, "prepare_commit", fail)
+    monkeypatch.setattr(namespace.parts.data, "prepare_commit", fail)
     with pytest.raises(StorageError, match="injected"):
         await namespace.commit(txn)
     _assert_ended(namespace, txn)
@@ -82,7 +109,7 @@ async def test_a_failing_commit_preparation_ends_the_transaction(
 
 
 async def test_an_unexpected_error_while_queueing_ends_the_transaction(
-    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+    namespace: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     txn = await _writing_txn(namespace, 1)
 
@@ -98,7 +125,7 @@ async def test_an_unexpected_error_while_queueing_ends_the_transaction(
 
 
 async def test_a_commit_cancelled_while_preparing_ends_the_transaction(
-    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+    namespace: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     txn = await _writing_txn(namespace, 1)
     entered = asyncio.Event()
@@ -107,7 +134,7 @@ async def test_a_commit_cancelled_while_preparing_ends_the_transaction(
         entered.set()
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(namespace.data, "prepare_commit", hang)
+    monkeypatch.setattr(namespace.parts.data, "prepare_commit", hang)
     task = asyncio.ensure_future(namespace.commit(txn))
     await entered.wait()
     task.cancel()
@@ -116,7 +143,7 @@ async def test_a_commit_cancelled_while_preparing_ends_the_transaction(
     _assert_ended(namespace, txn)
 
 
-async def test_a_postgresql_error_ends_the_transaction(namespace: Namespace, dsn: str) -> None:
+async def test_a_postgresql_error_ends_the_transaction(namespace: Opened, dsn: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:  # PostgreSQL itself refuses the commit's rows
         await conn.execute(
@@ -135,14 +162,14 @@ async def test_a_postgresql_error_ends_the_transaction(namespace: Namespace, dsn
 
 
 async def test_a_failure_after_the_write_leaves_the_committer_running(
-    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+    namespace: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def fail(cs: object) -> None:
         raise RuntimeError("injected bug in publishing")
 
-    monkeypatch.setattr(namespace.data, "committed_hook", fail)
-    txn = namespace.begin(1, "test", 0.0, SUPERUSER)
-    await namespace.create(txn, Place.of(b"/g"), 0o644, 1, 0)
+    monkeypatch.setitem(namespace.parts.after_commit, 0, fail)
+    txn = namespace.begin(1)
+    await namespace.create(txn, b"/g")
     with pytest.raises(StorageError, match="outcome unknown"):
         await namespace.commit(txn)
     assert len(namespace.locks) == 0
@@ -151,7 +178,7 @@ async def test_a_failure_after_the_write_leaves_the_committer_running(
 
 
 async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
-    namespace: Namespace, dsn: str
+    namespace: Opened, dsn: str
 ) -> None:
     conn = await asyncpg.connect(dsn)
     try:  # PostgreSQL refuses one name only
@@ -168,8 +195,8 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
         await conn.close()
     txns = []
     for k, name in enumerate([b"/good1", b"/bad", b"/good2"], start=1):
-        txn = namespace.begin(k, "test", 0.0, SUPERUSER)
-        await namespace.create(txn, Place.of(name), 0o644, 1, 0)
+        txn = namespace.begin(k)
+        await namespace.create(txn, name)
         txns.append(txn)
     groups_before = namespace.committer.stats.groups
     results = await asyncio.gather(*(namespace.commit(t) for t in txns), return_exceptions=True)
@@ -181,9 +208,9 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
 
 
 async def test_a_group_written_across_its_own_namenodes_new_term_is_retried(
-    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+    namespace: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, leadership = namespace.store, namespace.leadership
+    store, leadership = namespace.parts.store, namespace.leadership
     original = store.apply
     retook = False
 
@@ -197,8 +224,8 @@ async def test_a_group_written_across_its_own_namenodes_new_term_is_retried(
         return await original(changesets, lane, term, durable)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "apply", retake_first)
-    txn = namespace.begin(1, "test", 0.0, SUPERUSER)
-    await namespace.create(txn, Place.of(b"/f"), 0o644, 1, 0)
+    txn = namespace.begin(1)
+    await namespace.create(txn, b"/f")
     await namespace.commit(txn)
     assert txn.state is TxnState.COMMITTED
     assert leadership.deposed == ""

@@ -1,0 +1,168 @@
+"""How the namenode's parts are put together at start, each given its collaborators:
+the cache, the datanodes and their space, file data, transactions and the committer,
+the namespace and file rules, and replica health on top.
+
+What runs after a commit is one list, in order, that the committer is given: file data
+publishes the block lists and settles the allocator, the kind counts count, replica
+health forgets corruption of released blocks, and (once replica health runs) the
+replication monitor looks again at the files the commit touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from plasmafs.namenode.allocator import Allocator
+from plasmafs.namenode.attribute_rules import AttributeRules
+from plasmafs.namenode.cache import NamespaceCache
+from plasmafs.namenode.coalescing_reader import CoalescingReader
+from plasmafs.namenode.committer import CommitObserver, Committer
+from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.directory_leases import LeaseTable
+from plasmafs.namenode.file_rules import FileRules
+from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.inode_numbers import InodeNumbers
+from plasmafs.namenode.kind_counts import KindCounts
+from plasmafs.namenode.leadership import Leadership
+from plasmafs.namenode.locks import LockManager
+from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.replica_health import ReplicaHealth
+from plasmafs.namenode.replica_store import ReplicaStore
+from plasmafs.namenode.replication_monitor import ReplicationMonitor
+from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.store import Store
+from plasmafs.namenode.subtree import Subtrees
+from plasmafs.namenode.transactions import Transactions
+from plasmafs.namenode.tree_store import TreeStore
+from plasmafs.namenode.view import View
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class NamespaceParts:
+    """The namenode's state and rules over one opened store."""
+
+    store: Store
+    cache: NamespaceCache
+    data: FileData
+    health: ReplicaHealth
+    counts: KindCounts
+    transactions: Transactions
+    inode_numbers: InodeNumbers
+    leases: LeaseTable
+    view: View
+    subtrees: Subtrees
+    namespace: Namespace
+    files: FileRules
+    attributes: AttributeRules
+    after_commit: list[CommitObserver]
+
+    async def stop(self) -> None:
+        """Finish queued commits."""
+        await self.transactions.committer.stop()
+
+
+async def open_namespace(
+    settings: NamenodeSettings,
+    store: Store,
+    leadership: Leadership,
+    on_group: Callable[[int], None] | None = None,
+) -> NamespaceParts:
+    """The namespace over an opened store, with its datanodes, allocator and counts
+    loaded and its committer started (`on_group` is told each group commit's size)."""
+    blocksize, secret = await store.cluster_settings(
+        settings.default_blocksize, secrets.token_bytes(32)
+    )
+    if blocksize != settings.default_blocksize:
+        log.warning("the cluster's blocksize is %d; default_blocksize is ignored", blocksize)
+    cache = NamespaceCache(settings.cache_inodes, settings.cache_entries)
+    allocator = Allocator()
+    registry = DatanodeRegistry(
+        store,
+        allocator,
+        blocksize,
+        secret,
+        settings.datanode_dead_after,
+        settings.heartbeat_ms,
+        settings.replica_lost_after,
+    )
+    await registry.load()
+    health = ReplicaHealth(registry)
+    data = FileData(store, cache, allocator, registry, settings.ticket_ttl, health.state)
+    await data.load()
+    counts = KindCounts()
+    await counts.load(store)
+    after_commit: list[CommitObserver] = [
+        data.publish_committed,
+        counts.committed,
+        health.forget_released,
+    ]
+    committer = Committer(
+        store,
+        cache,
+        settings.max_group,
+        leadership.current_term,
+        leadership.depose,
+        observers=after_commit,
+        on_group=on_group,
+        lanes=settings.commit_lanes,
+    )
+    transactions = Transactions(LockManager(), committer, data, leadership)
+    leases = LeaseTable(settings.lease_recall_timeout)
+    view = View(store, cache, CoalescingReader(store, cache, settings.read_pool_size), leases)
+    inode_numbers = InodeNumbers(store)
+    namespace = Namespace(
+        store,
+        cache,
+        view,
+        transactions,
+        inode_numbers,
+        leases,
+        data,
+        default_replication=settings.default_replication,
+        default_blocksize=blocksize,
+    )
+    files = FileRules(view, transactions, data, inline_limit=settings.inline_limit)
+    committer.start()
+    return NamespaceParts(
+        store=store,
+        cache=cache,
+        data=data,
+        health=health,
+        counts=counts,
+        transactions=transactions,
+        inode_numbers=inode_numbers,
+        leases=leases,
+        view=view,
+        subtrees=Subtrees(TreeStore(store), view),
+        namespace=namespace,
+        files=files,
+        attributes=AttributeRules(view, transactions, leases, data),
+        after_commit=after_commit,
+    )
+
+
+async def start_replica_health(
+    settings: NamenodeSettings, parts: NamespaceParts, leadership: Leadership
+) -> ReplicationMonitor:
+    """Replica accounting and re-replication over an opened namespace. The monitor
+    joins the commit observers here: it needs transactions, which need the committer."""
+    monitor = ReplicationMonitor(
+        parts.files,
+        parts.data,
+        parts.view,
+        leadership,
+        ReplicaStore(parts.store),
+        parts.health,
+        streams_per_datanode=settings.replication_streams,
+        scan_interval=settings.replication_scan_interval,
+        check_interval=settings.replication_check_interval,
+        ticket_ttl=settings.ticket_ttl,
+    )
+    parts.after_commit.append(monitor.committed)
+    await monitor.start()
+    return monitor
