@@ -17,9 +17,9 @@ import pytest
 
 from plasmafs.client import Client, SyncClient
 from plasmafs.local.postgres import start_postgres, stop_postgres
-from tests.accounts import TOKENS, write_test_token
-from tests.cli_runner import Pfs, clean_env, run_pfs
-from tests.cluster import (
+from tests.support.accounts import TOKENS, write_test_token
+from tests.support.cli_runner import Pfs, clean_env, run_pfs
+from tests.support.cluster import (
     DatanodeProcess,
     NamenodeProcess,
     create_database,

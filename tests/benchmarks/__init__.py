@@ -1,0 +1,1 @@
+"""The benchmark commands run briefly on a small scale (marker benchmark_smoke)."""

@@ -1,0 +1,1 @@
+"""Tests against real processes: PostgreSQL, namenode, datanodes, mounts, the CLI."""

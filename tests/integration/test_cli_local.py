@@ -1,0 +1,71 @@
+"""`pfs local up` keeps the shape (volume size, blocksize) the cluster was made with:
+another one is refused before anything starts, with a way out, and a refused shape is
+never recorded (else every later plain `pfs local up` would fail the same way)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from plasmafs.local.postgres import postgres_running, stop_postgres
+from tests.integration.test_cli import _daemons_under
+from tests.support.cli_runner import assert_error, assert_ok, clean_env, run_pfs
+
+
+def _shape(home: Path) -> dict[str, int]:
+    return dict(json.loads((home / "shape.json").read_text()))
+
+
+def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = clean_env(home)
+    try:
+        first = run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120)
+        assert_ok(first, None)
+        made = _shape(home)
+        assert made == {"datanodes": 1, "capacity": 64 * 1024**2, "blocksize": 1024**2}
+        assert_ok(run_pfs(env, "mkdir", "/kept"))
+        assert_ok(run_pfs(env, "local", "down", timeout=120), None)
+
+        for flags, given in [
+            (("--capacity", "128M"), "--capacity 128M"),
+            (("--blocksize", "512K"), "--blocksize 512K"),
+        ]:
+            refused = run_pfs(env, "local", "up", *flags, timeout=120)
+            line = assert_error(
+                refused, "local", "--capacity 64M --blocksize 1M", f"not {given}", str(home)
+            )
+            assert "pfs local down" in line and "without" in line, line
+            assert _daemons_under(home) == []
+            assert _shape(home) == made
+
+        # The same also while the cluster runs; a plain `up` then runs the recorded shape.
+        assert_ok(run_pfs(env, "local", "up", timeout=120), None)
+        assert_error(run_pfs(env, "local", "up", "--capacity", "1G", timeout=120), "local")
+        assert_ok(run_pfs(env, "ls", "/"), "kept\n")
+        assert _shape(home) == made
+        assert_ok(run_pfs(env, "local", "down", timeout=120), None)
+
+        # Without a recorded shape (a PFS_HOME from before it was kept), the volume is the
+        # one to refuse: that is not recorded either, and the error says what to do.
+        (home / "shape.json").unlink()
+        refused = run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "128M", timeout=120)
+        line = assert_error(refused, "local", "has 64 blocks, the settings ask for 128")
+        assert "--capacity and --blocksize it was made with" in line, line
+        assert "pfs local down" in line and str(home) in line, line
+        assert not (home / "shape.json").exists()
+        assert _daemons_under(home) == []
+        again = run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120)
+        assert_ok(again, None)
+        assert _shape(home) == made
+        assert_ok(run_pfs(env, "ls", "/"), "kept\n")
+    finally:
+        run_pfs(env, "local", "down", timeout=120)
+        for pid, _ in _daemons_under(home):
+            os.kill(pid, signal.SIGKILL)
+        if postgres_running(home / "postgres"):
+            stop_postgres(home / "postgres")

@@ -1,0 +1,1 @@
+"""In-process tests of plasmafs.cli's pure parts (no cluster)."""

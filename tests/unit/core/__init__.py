@@ -1,0 +1,1 @@
+"""In-process tests of plasmafs.core's pure parts (no cluster)."""

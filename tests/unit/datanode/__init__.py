@@ -1,0 +1,1 @@
+"""In-process tests of plasmafs.datanode's pure parts (no cluster)."""

@@ -1,0 +1,1 @@
+"""In-process tests of plasmafs.mount's pure parts (no cluster)."""

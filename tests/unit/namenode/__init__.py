@@ -1,0 +1,1 @@
+"""In-process tests of plasmafs.namenode's pure parts (no cluster)."""
