@@ -18,6 +18,7 @@ from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.locks import LockManager
+from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.startup import NamespaceParts, open_namespace
 from plasmafs.namenode.store import Store
@@ -35,7 +36,7 @@ class Opened:
     leadership: Leadership
 
     def begin(self, txn_id: int) -> Txn:
-        return self.parts.transactions.begin(txn_id)
+        return self.parts.transactions.begin(txn_id, "test", 0.0, SUPERUSER)
 
     async def create(self, txn: Txn, path: bytes) -> Attr:
         return await self.parts.namespace.create(txn, Place.of(path), 0o644, 1, 0)
@@ -162,18 +163,21 @@ async def test_a_postgresql_error_ends_the_transaction(namespace: Opened, dsn: s
 
 
 async def test_a_failure_after_the_write_leaves_the_committer_running(
-    namespace: Opened, monkeypatch: pytest.MonkeyPatch
+    namespace: Opened,
 ) -> None:
     def fail(cs: object) -> None:
-        raise RuntimeError("injected bug in publishing")
+        raise RuntimeError("injected bug in an observer of commits")
 
-    monkeypatch.setitem(namespace.parts.after_commit, 0, fail)
-    txn = namespace.begin(1)
-    await namespace.create(txn, b"/g")
-    with pytest.raises(StorageError, match="outcome unknown"):
-        await namespace.commit(txn)
-    assert len(namespace.locks) == 0
-    monkeypatch.undo()
+    observers = namespace.parts.after_commit
+    observers.insert(0, fail)
+    try:
+        txn = namespace.begin(1)
+        await namespace.create(txn, b"/g")
+        with pytest.raises(StorageError, match="outcome unknown"):
+            await namespace.commit(txn)
+        assert len(namespace.locks) == 0
+    finally:
+        observers.remove(fail)
     await _can_create_again(namespace)
 
 
