@@ -17,6 +17,7 @@ from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import abort_with, answered
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.caller_identity import Gate
+from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
 from plasmafs.namenode.namespace import Namespace
@@ -35,11 +36,17 @@ class AdminServicer(pb_grpc.AdminServicer):
     """Datanode administration and fsck."""
 
     def __init__(
-        self, namespace: Namespace, monitor: ReplicationMonitor, fsck: Fsck, gate: Gate
+        self,
+        namespace: Namespace,
+        monitor: ReplicationMonitor,
+        lifecycle: DatanodeLifecycle,
+        fsck: Fsck,
+        gate: Gate,
     ) -> None:
         self.gate = gate
         self.ns = namespace
         self.monitor = monitor
+        self.lifecycle = lifecycle
         self.registry = monitor.registry
         self.fsck = fsck
 
@@ -104,7 +111,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         """Drain a datanode."""
 
         async def drain() -> pb.DatanodeInfo:
-            await self.monitor.decommission(request.datanode_id)
+            await self.lifecycle.decommission(request.datanode_id)
             return await self._info(request.datanode_id)
 
         return await self._superuser(context, "admin decommission", drain)
@@ -115,7 +122,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         """Put a drained or draining datanode back in service."""
 
         async def restore() -> pb.DatanodeInfo:
-            await self.monitor.recommission(request.datanode_id)
+            await self.lifecycle.recommission(request.datanode_id)
             return await self._info(request.datanode_id)
 
         return await self._superuser(context, "admin recommission", restore)
@@ -126,7 +133,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         """Forget a dead or decommissioned datanode."""
 
         async def forget() -> pb.ListDatanodesReply:
-            await self.monitor.remove(request.datanode_id)
+            await self.lifecycle.remove(request.datanode_id)
             return await self._list()
 
         return await self._superuser(context, "admin remove", forget)

@@ -38,7 +38,6 @@ class CopyOutcome:
 class HeartbeatReport:
     """What a datanode tells in a heartbeat."""
 
-    identity: str
     finished: list[CopyOutcome]
     running: list[int]  # task ids
     corrupt: list[tuple[int, int, str]]  # block start, count, reason

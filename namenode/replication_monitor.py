@@ -28,7 +28,7 @@ from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from plasmafs.core.errors import BusyError, ConflictError, NotFoundError, PlasmaError
+from plasmafs.core.errors import ConflictError, NotFoundError, PlasmaError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.copy_work import (
     CopyJob,
@@ -37,7 +37,7 @@ from plasmafs.namenode.copy_work import (
     HeartbeatReport,
     HeartbeatWork,
 )
-from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
+from plasmafs.namenode.datanodes import NORMAL
 from plasmafs.namenode.file_rules import FileRules
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_records import ExtentRow
@@ -83,7 +83,6 @@ class ReplicationMonitor:
         streams_per_datanode: int,
         scan_interval: float,
         check_interval: float,
-        ticket_ttl: float,
     ) -> None:
         self.files = files
         self.data = data
@@ -95,7 +94,6 @@ class ReplicationMonitor:
         self.streams = streams_per_datanode
         self.scan_interval = scan_interval
         self.check_interval = check_interval
-        self.ticket_ttl = ticket_ttl
         self.stats = ReplicationStats()
         self.tracked: dict[GroupKey, GroupCounts] = {}
         self._tracked_files: Counter[int] = Counter()
@@ -168,7 +166,6 @@ class ReplicationMonitor:
                 self._dirty |= dirty  # checked at the next tick instead
                 raise
         await self._clean_up()
-        await self._finish_decommissions()
 
     async def _datanode_changes(self) -> None:
         """Check again the files with replicas on datanodes that died, were declared
@@ -275,8 +272,6 @@ class ReplicationMonitor:
 
     async def heartbeat(self, datanode: int, report: HeartbeatReport) -> HeartbeatWork:
         """Take a datanode's reports and give it work."""
-        if self.registry.heartbeat(datanode, report.identity):
-            self._spawn(self.datanode_returned(datanode))
         work = HeartbeatWork()
         for outcome in report.finished:
             self._finished(datanode, outcome)
@@ -498,77 +493,16 @@ class ReplicationMonitor:
             self._dirty.add(ino)
         self._wake.set()
 
-    async def datanode_returned(self, datanode: int) -> None:
-        """A datanode is back: blocks held for it are free once read tickets issued for
-        them may have expired, and its files are checked again."""
-        until = time.time() + self.ticket_ttl
-        if await self.replicas.unhold(datanode, until):
-            self.data.allocator.unhold(datanode, until)
+    def wake(self) -> None:
+        """Look at the datanodes and the queues again now."""
         self._wake.set()
 
-    # --- decommissioning ----------------------------------------------------------------------
-
-    async def decommission(self, datanode: int) -> None:
-        """Start draining a datanode; refused when its replicas could go nowhere."""
-        self._require(datanode)
-        others = [d for d in self.registry.placeable() if d != datanode]
-        draining = [
-            d for d in self.registry.ids() if self.registry.admin_state(d) == DECOMMISSIONING
-        ]
-        held = 0
-        for d in {datanode, *draining}:
-            held += await self.replicas.replica_count(d)
-        if not others and held:
-            raise BusyError(
-                f"datanode {datanode} and the datanodes being drained hold {held} replicas "
-                "and no other live datanode in service could take them: start or "
-                "recommission another datanode first"
-            )
-        await self.replicas.set_admin_state(datanode, DECOMMISSIONING)
-        self.registry.set_admin_state(datanode, DECOMMISSIONING)
-        self._wake.set()
-
-    async def recommission(self, datanode: int) -> None:
-        """Put a datanode back in normal service (surplus replicas are dropped later)."""
-        self._require(datanode)
-        await self.replicas.set_admin_state(datanode, NORMAL)
-        self.registry.set_admin_state(datanode, NORMAL)
-        self._wake.set()
-
-    async def remove(self, datanode: int) -> None:
-        """Forget a dead or decommissioned datanode that no replica row names."""
-        self._require(datanode)
-        if self.registry.alive(datanode) and self.registry.admin_state(datanode) != DECOMMISSIONED:
-            raise BusyError(
-                f"datanode {datanode} is live: decommission it first, or stop it and wait "
-                "until it is dead"
-            )
-        if not await self.replicas.remove_datanode(datanode):
-            held = await self.replicas.replica_count(datanode)
-            raise BusyError(
-                f"datanode {datanode} still holds {held} replicas the namenode has not "
-                "replaced yet (see pfs fsck): wait for re-replication"
-            )
+    def forget_datanode(self, datanode: int) -> None:
+        """A datanode was removed: drop the copies it ran as target and its checks."""
         for task_id, job in list(self.jobs.items()):
             if job.target.datanode_id == datanode:
                 del self.jobs[task_id]
         self._verify.pop(datanode, None)
-        self.health.forget_datanode(datanode)
-        self.registry.forget(datanode)
-        log.info("datanode %d removed", datanode)
-
-    def _require(self, datanode: int) -> None:
-        if self.registry.row(datanode) is None:
-            raise NotFoundError(f"no datanode {datanode}")
-
-    async def _finish_decommissions(self) -> None:
-        for d in self.registry.ids():
-            if self.registry.admin_state(
-                d
-            ) == DECOMMISSIONING and not await self.replicas.replica_count(d):
-                await self.replicas.set_admin_state(d, DECOMMISSIONED)
-                self.registry.set_admin_state(d, DECOMMISSIONED)
-                log.info("datanode %d is decommissioned", d)
 
 
 async def unhealthy_groups(

@@ -19,6 +19,7 @@ from plasmafs.namenode.accounts_servicer import accounts_servicer
 from plasmafs.namenode.admin_servicer import AdminServicer
 from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.cluster_status import ClusterStatus
+from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.fsck import Fsck
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.metrics import NamenodeMetrics
@@ -45,11 +46,13 @@ class RunningNamenode:
     leadership: Leadership
     deposed: asyncio.Event
     monitor: ReplicationMonitor
+    lifecycle: DatanodeLifecycle
     metrics_port: int = 0
 
     async def stop(self, grace: float) -> None:
         """Stop accepting, let calls finish for `grace` seconds, flush commits, close."""
         await self.server.stop(grace)
+        await self.lifecycle.stop()
         await self.monitor.stop()
         await self.leadership.stop()
         await self.parts.stop()
@@ -69,7 +72,7 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
         await leadership.take()
         await store.open()
         parts = await open_namespace(settings, store, leadership, metrics.group_size.observe)
-        monitor = await start_replica_health(settings, parts, leadership)
+        monitor, lifecycle = await start_replica_health(settings, parts, leadership)
     except BaseException:
         await store.close()
         raise
@@ -83,10 +86,10 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     server = grpc.aio.server(options=channels.NAMENODE_SERVER)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
     data = parts.data
-    registry = RegistryServicer(data.registry, monitor, gate)
+    registry = RegistryServicer(data.registry, monitor, lifecycle, gate, settings.ticket_ttl)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
     fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
-    admin = AdminServicer(parts.namespace, monitor, fsck, gate)
+    admin = AdminServicer(parts.namespace, monitor, lifecycle, fsck, gate)
     pb_grpc.add_AdminServicer_to_server(admin, server)
     accounts = accounts_servicer(AccountStore(store), principals, gate, servicer.cut_sessions)
     pb_grpc.add_AccountsServicer_to_server(accounts, server)
@@ -101,7 +104,16 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     await server.start()
     metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
     return RunningNamenode(
-        server, port, registry_port, parts, servicer, leadership, deposed, monitor, metrics_port
+        server,
+        port,
+        registry_port,
+        parts,
+        servicer,
+        leadership,
+        deposed,
+        monitor,
+        lifecycle,
+        metrics_port,
     )
 
 

@@ -21,6 +21,7 @@ from plasmafs.core.rpc_status import (
 from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.copy_work import CopyOutcome, HeartbeatReport, HeartbeatWork
+from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
@@ -142,11 +143,15 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self,
         registry: DatanodeRegistry,
         monitor: ReplicationMonitor,
+        lifecycle: DatanodeLifecycle,
         gate: Gate,
+        ticket_ttl: float,
     ) -> None:
         self.registry = registry
         self.monitor = monitor
+        self.lifecycle = lifecycle
         self.gate = gate
+        self.ticket_ttl = ticket_ttl
 
     async def Register(
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
@@ -171,7 +176,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             principal,
             request.plaintext,
         )
-        await self.monitor.datanode_returned(row.datanode_id)
+        await self.lifecycle.returned(row.datanode_id)
         return pb.RegisterReply(
             datanode_id=row.datanode_id,
             ticket_secret=self.registry.secret,
@@ -188,12 +193,13 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
         self._principal(context, request.datanode_id)
+        self.lifecycle.heard(request.datanode_id, request.identity)
         work = await self.monitor.heartbeat(request.datanode_id, _heartbeat_report(request))
         reply = _heartbeat_reply(work)
         principals = self.gate.principals
         if principals is not None:
             # Tickets live ticket_ttl: a credential revoked longer ago has none left.
-            cutoff = time.time() - self.monitor.ticket_ttl
+            cutoff = time.time() - self.ticket_ttl
             reply.revoked_credentials.extend(principals.revoked_since(cutoff))
         return reply
 
@@ -220,7 +226,6 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
 
 def _heartbeat_report(request: pb.HeartbeatRequest) -> HeartbeatReport:
     return HeartbeatReport(
-        identity=request.identity,
         finished=[
             CopyOutcome(
                 task_id=r.task_id,

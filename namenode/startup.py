@@ -20,6 +20,7 @@ from plasmafs.namenode.attribute_rules import AttributeRules
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.coalescing_reader import CoalescingReader
 from plasmafs.namenode.committer import CommitObserver, Committer
+from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.directory_leases import LeaseTable
 from plasmafs.namenode.file_rules import FileRules
@@ -148,9 +149,10 @@ async def open_namespace(
 
 async def start_replica_health(
     settings: NamenodeSettings, parts: NamespaceParts, leadership: Leadership
-) -> ReplicationMonitor:
-    """Replica accounting and re-replication over an opened namespace. The monitor
-    joins the commit observers here: it needs transactions, which need the committer."""
+) -> tuple[ReplicationMonitor, DatanodeLifecycle]:
+    """Replica accounting and re-replication over an opened namespace, and the datanodes'
+    lifecycle that tells it what changed. The monitor joins the commit observers here:
+    it needs transactions, which need the committer."""
     monitor = ReplicationMonitor(
         parts.files,
         parts.data,
@@ -161,8 +163,17 @@ async def start_replica_health(
         streams_per_datanode=settings.replication_streams,
         scan_interval=settings.replication_scan_interval,
         check_interval=settings.replication_check_interval,
-        ticket_ttl=settings.ticket_ttl,
     )
     parts.after_commit.append(monitor.committed)
+    lifecycle = DatanodeLifecycle(
+        parts.data.registry,
+        monitor.replicas,
+        parts.health,
+        parts.data.allocator,
+        monitor,
+        ticket_ttl=settings.ticket_ttl,
+        check_interval=settings.replication_check_interval,
+    )
     await monitor.start()
-    return monitor
+    lifecycle.start()
+    return monitor, lifecycle
