@@ -18,6 +18,7 @@ from plasmafs.mount.options import MountOptions
 from tests.conftest import DataCluster
 from tests.support.cluster import namenode_requests
 from tests.support.mounts import Mount, mounted
+from tests.support.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,7 +133,7 @@ def test_a_file_this_mount_made_is_not_looked_up_again_at_every_open(
     (mount.path / "made").mkdir()  # leased: the mount's table answers for the file
     (mount.path / "made" / "empty").write_bytes(b"")
     (mount.path / "made" / "small").write_bytes(b"small")
-    time.sleep(0.5)  # the queue is sent
+    eventually_sync(lambda: _queue_sent(address), "the write-behind queue sent")
 
     before = namenode_requests(address).get("blocks", 0)
     for _ in range(5):
@@ -141,3 +142,14 @@ def test_a_file_this_mount_made_is_not_looked_up_again_at_every_open(
     # One block list per open, and at most one retry per file (its first open may
     # find the table's mtime a little off the namenode's).
     assert namenode_requests(address).get("blocks", 0) - before <= 12
+
+
+def _queue_sent(address: str) -> bool:
+    """The namenode served the mount's queued changes: both creates, the small file's
+    content and the commit after the directory's own."""
+    served = namenode_requests(address)
+    return (
+        served.get("create", 0) >= 2
+        and served.get("write_inline", 0) >= 1
+        and served.get("commit", 0) >= 2
+    )
