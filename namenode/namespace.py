@@ -82,7 +82,7 @@ class Namespace:
         self.store = store
         self.cache = cache
         self.view = view
-        self.txns = transactions
+        self.transactions = transactions
         self.inode_numbers = inode_numbers
         self.leases = leases
         self.data = data
@@ -108,8 +108,8 @@ class Namespace:
         # A lease is waited for before any lock is taken: the holder's queued changes
         # take locks in the directory as they are sent.
         await self.leases.admit(parent.ino)
-        await self.txns.lock(t, ("i", parent.ino), False)
-        await self.txns.lock(t, ("e", parent.ino, where.parts[-1]), True)
+        await self.transactions.lock(t, ("i", parent.ino), False)
+        await self.transactions.lock(t, ("e", parent.ino, where.parts[-1]), True)
         fresh = await self.view.inode(t, parent.ino)
         if fresh is None:
             raise NotFoundError(f"directory {where.parent_shown} was removed")
@@ -208,7 +208,7 @@ class Namespace:
     ) -> Attr:
         """Create a directory (with inode number `ino` if nonzero: one the caller
         reserved; leased to the caller's session if `lease`)."""
-        t = self.txns.writable(txn)
+        t = self.transactions.writable(txn)
         _new_name(where, ExistsError("/ exists"))
         check_mode(mode)
         parent, name = await self._free_name(t, where)
@@ -244,13 +244,13 @@ class Namespace:
         try:
             # No wait: granted or refused at once, so nothing runs between the check
             # and the lease.
-            await self.txns.locks.acquire(owner, ("i", ino), exclusive=True, wait=0)
+            await self.transactions.locks.acquire(owner, ("i", ino), exclusive=True, wait=0)
         except ConflictError:
             raise BusyError(f"directory {ino} has changes under way") from None
         try:
             self.leases.take(ino)
         finally:
-            self.txns.locks.release_all(owner)
+            self.transactions.locks.release_all(owner)
 
     async def create(
         self,
@@ -264,7 +264,7 @@ class Namespace:
     ) -> Attr:
         """Create an empty file (with inode number `ino` if nonzero: one the caller
         reserved); EEXIST if the name is taken."""
-        t = self.txns.writable(txn)
+        t = self.transactions.writable(txn)
         _new_name(where, IsDirectoryError("/ is a directory"))
         check_mode(mode)
         replication = check_replication(replication or self.default_replication)
@@ -281,7 +281,7 @@ class Namespace:
 
     async def symlink(self, txn: Txn | None, where: Place, target_raw: bytes) -> Attr:
         """Create a symbolic link to `target_raw`."""
-        t = self.txns.writable(txn)
+        t = self.transactions.writable(txn)
         _new_name(where, ExistsError("/ exists"))
         target = paths.check_symlink_target(target_raw)
         parent, name = await self._free_name(t, where)
@@ -333,7 +333,7 @@ class Namespace:
 
     async def unlink(self, txn: Txn | None, where: Place) -> None:
         """Remove a file or symbolic link."""
-        t = self.txns.writable(txn)
+        t = self.transactions.writable(txn)
         _new_name(where, IsDirectoryError("/ is a directory"))
         parent = await self._lock_parent(t, await self._parent_dir(t, where), where)
         name = where.parts[-1]
@@ -348,7 +348,7 @@ class Namespace:
 
     async def rmdir(self, txn: Txn | None, where: Place) -> None:
         """Remove an empty directory."""
-        t = self.txns.writable(txn)
+        t = self.transactions.writable(txn)
         _new_name(where, BusyError("the root directory cannot be removed"))
         parent = await self._lock_parent(t, await self._parent_dir(t, where), where)
         name = where.parts[-1]
@@ -373,7 +373,7 @@ class Namespace:
         if seen is not None:
             self._check_remove(t.who, parent, seen, where)
         await self.leases.admit(ino)  # a leased directory: its queued entries first
-        await self.txns.lock(t, ("i", ino), True)
+        await self.transactions.lock(t, ("i", ino), True)
         inode = await self.view.inode(t, ino)
         if inode is None:
             raise NotFoundError(f"no such file or directory: {where.shown}")
@@ -393,7 +393,7 @@ class Namespace:
 
     async def rename(self, txn: Txn | None, src: Place, dst: Place, noreplace: bool) -> None:
         """Move an entry atomically, replacing the destination by POSIX rules."""
-        t = self.txns.writable(txn)
+        t = self.transactions.writable(txn)
         src_parts, dst_parts = src.parts, dst.parts
         if not src_parts or not dst_parts:
             raise BusyError("the root directory cannot be renamed or replaced")
@@ -414,9 +414,9 @@ class Namespace:
             check_create(who, d.attr.mode, d.attr.uid, d.attr.gid, where.shown)
         src_name, dst_name = src_parts[-1], dst_parts[-1]
         for ino in sorted({src_dir.ino, dst_dir.ino}):
-            await self.txns.lock(t, ("i", ino), False)
+            await self.transactions.lock(t, ("i", ino), False)
         for key in sorted({(src_dir.ino, src_name), (dst_dir.ino, dst_name)}):
-            await self.txns.lock(t, ("e", *key), True)
+            await self.transactions.lock(t, ("e", *key), True)
         src_dir = await self._locked_dir(t, src_dir.ino, src)
         dst_dir = await self._locked_dir(t, dst_dir.ino, dst)
         if (src_dir.ino, src_name) == (dst_dir.ino, dst_name):
@@ -427,7 +427,7 @@ class Namespace:
         if is_dir and src_dir.ino != dst_dir.ino:
             m = moved.attr  # its ".." entry changes
             check_access(who, m.mode, m.uid, m.gid, W, src.shown)
-            await self.txns.lock(t, DIRTREE_LOCK, True)
+            await self.transactions.lock(t, DIRTREE_LOCK, True)
             await self._check_not_ancestor(t, moved.ino, dst_dir.ino, src)
         replaced_ino = await self.view.entry(t, dst_dir.ino, dst_name)
         replaced: Inode | None = None
