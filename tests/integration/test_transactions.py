@@ -10,6 +10,7 @@ import pytest
 
 from plasmafs.client import Client, ConflictError, ExistsError, NotFoundError
 from tests.support.cluster import NamenodeProcess
+from tests.support.waiting import eventually
 
 
 async def test_changes_are_private_until_commit(fs: Client, namenode: NamenodeProcess) -> None:
@@ -84,8 +85,9 @@ async def test_lock_wait_lets_the_later_writer_see_the_earlier_commit(fs: Client
     t1 = await fs.begin()
     await t1.create("/x")
     t2 = await fs.begin(lock_wait=5.0)
+    before = await _served(fs, "create")
     pending = asyncio.ensure_future(t2.create("/x"))
-    await asyncio.sleep(0.2)
+    await eventually(lambda: _started(fs, "create", before), "t2's create started")
     assert not pending.done()  # waiting for t1's lock
     await t1.commit()
     with pytest.raises(ExistsError):  # re-validated against t1's committed change
@@ -101,9 +103,10 @@ async def test_pipelined_requests_of_a_transaction_run_in_order_while_others_go_
     waiter = await fs.begin(lock_wait=5.0)
     # Sent together; the create inside /x needs the mkdir before it, which waits for
     # the holder's lock on the name.
+    before = await _served(fs, "mkdir")
     made = asyncio.ensure_future(waiter.mkdir("/x"))
     inside = asyncio.ensure_future(waiter.create("/x/f"))
-    await asyncio.sleep(0.2)
+    await eventually(lambda: _started(fs, "mkdir", before), "the waiter's mkdir started")
     assert not made.done() and not inside.done()
     async with fs.transaction() as other:  # the same connection is not held up
         await other.create("/y")
@@ -140,8 +143,9 @@ async def test_conflicting_setattrs_never_lose_an_update(fs: Client) -> None:
     t3 = await fs.begin()
     t4 = await fs.begin(lock_wait=5.0)
     await t3.setattr("/f", uid=7)
+    before = await _served(fs, "setattr")
     waiting = asyncio.ensure_future(t4.setattr("/f", gid=9))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: _started(fs, "setattr", before), "t4's setattr started")
     await t3.commit()
     await waiting
     await t4.commit()
@@ -283,3 +287,13 @@ async def test_parallel_commit_lanes_keep_shared_directories_consistent(
     finally:
         await fs.close()
         namenode.stop()
+
+
+async def _served(fs: Client, op: str) -> int:
+    """How many requests of `op` the namenode has started so far (its counters count a
+    request when it starts, before any lock wait)."""
+    return (await fs.request_counts()).get(op, 0)
+
+
+async def _started(fs: Client, op: str, before: int) -> bool:
+    return await _served(fs, op) > before
