@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+from typing import Protocol
 
 import pyfuse3
 
@@ -30,6 +31,32 @@ from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
 from plasmafs.core.attributes import Attr
 from plasmafs.mount.prefetch import Prefetch
+
+
+class FileHandle(Protocol):
+    """What the mount asks of every open file description: an `OpenFile`, or a
+    `NewFile` kept in memory until it becomes one."""
+
+    attr: Attr
+
+    @property
+    def ino(self) -> int: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def writing(self) -> bool: ...
+    @property
+    def prefetched(self) -> bool: ...
+    async def read(self, offset: int, size: int) -> bytes | memoryview: ...
+    async def write(self, offset: int, data: bytes) -> int: ...
+    def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool: ...
+    async def truncate(self, size: int) -> Attr: ...
+    async def setattr(self, **changes: int | None) -> Attr: ...
+    def unlinked(self) -> None: ...
+    async def settle(self) -> OpenFile: ...
+    async def commit(self) -> Attr: ...
+    async def release(self) -> None: ...
+    async def abort(self) -> None: ...
 
 
 class OpenFile:
@@ -149,12 +176,30 @@ class OpenFile:
             await self._drop_reader()
         return self.editor
 
-    async def commit(self) -> None:
-        """Make what was written durable and visible (flush, fsync, close)."""
+    @property
+    def prefetched(self) -> bool:
+        """True if reads went through chunks fetched ahead (the kernel caches them)."""
+        return self.prefetch is not None
+
+    def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool:
+        """False: an ordinary open file keeps no content in memory (see `NewFile`)."""
+        return False
+
+    def unlinked(self) -> None:
+        """Its name was removed: nothing changes, it stays readable and writable."""
+
+    async def settle(self) -> OpenFile:
+        """Itself: it is an ordinary open file already."""
+        return self
+
+    async def commit(self) -> Attr:
+        """Make what was written durable and visible (flush, fsync, close); the
+        attributes then."""
         async with self._changing:
             await self._commit_streamed()
             if self.editor is not None:
                 self.attr = await self.editor.commit()
+            return self.attr
 
     async def _commit_streamed(self) -> None:
         """Close the streaming writer, if there is one (its content is committed)."""

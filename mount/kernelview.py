@@ -21,6 +21,7 @@ Inode numbers are never reused, so generations only ever mark such refreshes.
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 
 import pyfuse3
 
@@ -34,7 +35,8 @@ def _version(attr: Attr) -> tuple[int, int]:
 class KernelView:
     """The size and mtime the kernel keeps for each regular file it knows."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_here: Callable[[int], bool]) -> None:
+        self._open_here = open_here  # True if a descriptor of the inode is open here
         self._seen: dict[int, Attr] = {}
         self._generation: dict[int, int] = {}
         self._stale: set[int] = set()  # an open found the kernel's view old
@@ -50,7 +52,7 @@ class KernelView:
         if attr.kind is FileKind.FILE:
             self._seen.setdefault(attr.ino, attr)
 
-    def looked_up(self, attr: Attr, *, open_here: bool) -> int:
+    def looked_up(self, attr: Attr) -> int:
         """The generation to answer a lookup of `attr` with: a new one if the kernel's
         view of the file is older and nothing of it is open here."""
         if attr.kind is not FileKind.FILE:
@@ -58,17 +60,19 @@ class KernelView:
         seen = self._seen.get(attr.ino)
         if seen is None:
             self._seen[attr.ino] = attr
-        elif (_version(seen) != _version(attr) or attr.ino in self._stale) and not open_here:
+        elif (_version(seen) != _version(attr) or attr.ino in self._stale) and not self._open_here(
+            attr.ino
+        ):
             self._generation[attr.ino] = self.generation(attr.ino) + 1
             self._seen[attr.ino] = attr
             self._stale.discard(attr.ino)
             self._refreshed.add(attr.ino)
         return self.generation(attr.ino)
 
-    def opening(self, attr: Attr, *, open_here: bool) -> None:
+    def opening(self, attr: Attr) -> None:
         """Raise ESTALE if the kernel's view of file `attr` (just read from the
         namenode) is older and nothing of it is open here."""
-        if attr.kind is not FileKind.FILE or open_here:
+        if attr.kind is not FileKind.FILE or self._open_here(attr.ino):
             return
         if attr.ino in self._refreshed:  # looked up again for this open: take it
             self._refreshed.discard(attr.ino)
@@ -99,3 +103,32 @@ class KernelView:
             self._generation.pop(ino, None)
             self._stale.discard(ino)
             self._refreshed.discard(ino)
+
+
+class NoWritebackView:
+    """The `KernelView` of a mount without writeback caching: the kernel takes the
+    sizes and mtimes the mount answers, so there is nothing to remember."""
+
+    def generation(self, ino: int) -> int:
+        """0: the kernel never needs a fresh inode."""
+        return 0
+
+    def listed(self, attr: Attr) -> None:
+        """Nothing to remember."""
+
+    def looked_up(self, attr: Attr) -> int:
+        """0: the kernel never needs a fresh inode."""
+        return 0
+
+    def opening(self, attr: Attr) -> None:
+        """Every open may go on: the kernel's view is the mount's."""
+
+    def committed(self, attr: Attr) -> None:
+        """Nothing to remember."""
+
+    def unchanged(self, ino: int, mtime_ns: int | None) -> Attr | None:
+        """None: the kernel sends no times of its own."""
+        return None
+
+    def forget(self, inodes: list[int]) -> None:
+        """Nothing to forget."""

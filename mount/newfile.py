@@ -1,25 +1,50 @@
 """A file the mount created in a leased directory and is writing: its content stays
 in memory, and is queued for the namenode at close, as long as it fits the namenode's
-inline limit (bigger content turns it into an ordinary open file first)."""
+inline limit. Content that outgrows it, a change the namenode must make to the file,
+or the release of its directory turns it into an ordinary open file (`OpenFile`) on
+the spot, which from then on answers for it: the mount keeps the same handle."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 from dataclasses import replace
 
+import pyfuse3
+
+from plasmafs.client import Client
 from plasmafs.core.attributes import Attr
+from plasmafs.mount.handles import OpenFile
+from plasmafs.mount.writebehind import WriteBehind
 
 
 class NewFile:
     """One open file description of a new small file (see the module's docstring)."""
 
-    def __init__(self, attr: Attr, limit: int) -> None:
-        self.attr = attr
+    def __init__(self, fs: Client, behind: WriteBehind, attr: Attr, limit: int) -> None:
+        self.fs = fs
+        self.behind = behind
         self.limit = limit
         self.data = bytearray()
         self.dirty = False  # written since its content was last queued
         self.mtime_ns: int | None = None  # set by the program (or the kernel), if it was
         self.removed = False  # unlinked through this mount: its content goes nowhere
         self.queued = False  # some content of it was queued (the namenode will have it)
+        self._attr = attr
+        self._open: OpenFile | None = None  # what it became once it left memory
+        self._turning = asyncio.Lock()  # orders writes with the turn into an OpenFile
+
+    @property
+    def attr(self) -> Attr:
+        """The file's attributes as last known."""
+        return self._attr if self._open is None else self._open.attr
+
+    @attr.setter
+    def attr(self, attr: Attr) -> None:
+        if self._open is None:
+            self._attr = attr
+        else:
+            self._open.attr = attr
 
     @property
     def ino(self) -> int:
@@ -28,42 +53,132 @@ class NewFile:
 
     @property
     def size(self) -> int | None:
-        """The size with what was written and not queued yet; None if nothing."""
+        """The size with what was written and not queued (or committed) yet; None if
+        nothing."""
+        if self._open is not None:
+            return self._open.size
         return len(self.data) if self.dirty else None
 
     @property
     def writing(self) -> bool:
-        """True while something written here is not queued yet."""
-        return self.dirty
+        """True while something written here is not queued (or committed) yet."""
+        return self.size is not None
 
-    def fits(self, offset: int, size: int) -> bool:
-        """True if writing `size` bytes at `offset` keeps the content in memory (no
-        hole before it, and within the inline limit)."""
+    @property
+    def prefetched(self) -> bool:
+        """True if reads of it were fetched ahead from the datanodes."""
+        return self._open is not None and self._open.prefetched
+
+    async def read(self, offset: int, size: int) -> bytes | memoryview:
+        """Up to `size` bytes at `offset`, what was written here included."""
+        if self._open is not None:
+            return await self._open.read(offset, size)
+        return bytes(self.data[offset : offset + size])
+
+    async def write(self, offset: int, data: bytes) -> int:
+        """Write `data` at `offset`: in memory while it fits (no hole before it, and
+        within the inline limit), else through the ordinary open file it becomes."""
+        async with self._turning:
+            if self._open is None:
+                if self._fits(offset, len(data)):
+                    self.data[offset : offset + len(data)] = data
+                    self.dirty = True
+                    return len(data)
+                await self._leave_memory()
+            assert self._open is not None
+            return await self._open.write(offset, data)
+
+    def _fits(self, offset: int, size: int) -> bool:
+        """True if `size` bytes at `offset` keep the content in memory: no hole
+        before them, and within the inline limit."""
         return offset <= len(self.data) and max(len(self.data), offset + size) <= self.limit
 
-    def write(self, offset: int, data: bytes) -> int:
-        """Write `data` at `offset` (where `fits` said yes)."""
-        self.data[offset : offset + len(data)] = data
+    def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool:
+        """Keep a new size and/or mtime with the content in memory (with writeback
+        caching the kernel sends times at every close; dd truncates what it opened).
+        False, changing nothing, once the file left memory or for a size beyond the
+        inline limit."""
+        if self._open is not None or (size is not None and size > self.limit):
+            return False
+        if size is not None:
+            del self.data[size:]
+            self.data.extend(bytes(size - len(self.data)))
+        if mtime_ns is not None:
+            self.mtime_ns = mtime_ns
+            self._attr = replace(self._attr, mtime_ns=mtime_ns)
         self.dirty = True
-        return len(data)
+        return True
 
-    def to_queue(self) -> bytes:
+    async def truncate(self, size: int) -> Attr:
+        """Set the size, as an ordinary open file (committed with the content)."""
+        return await (await self.settle()).truncate(size)
+
+    async def setattr(self, **changes: int | None) -> Attr:
+        """Change attributes along with the content, as an ordinary open file."""
+        return await (await self.settle()).setattr(**changes)
+
+    def unlinked(self) -> None:
+        """Its name was removed through this mount: its content goes nowhere."""
+        self.removed = True
+
+    async def settle(self) -> OpenFile:
+        """The ordinary open file it becomes now, if it is not one yet."""
+        async with self._turning:
+            if self._open is None:
+                await self._leave_memory()
+            assert self._open is not None
+            return self._open
+
+    async def _leave_memory(self) -> None:
+        """Become an ordinary open file: the queue is sent (the file exists on the
+        namenode then), and what was written is written again from offset 0, so that
+        the rest streams to the datanodes."""
+        if self.dirty and not self.data:  # a truncation to nothing, or new times
+            await self.behind.content(self.ino, self._to_queue(), self.mtime_ns)
+        await self.behind.send_reporting()
+        attr = self.behind.attr(self.ino) or self._attr
+        handle = OpenFile(
+            self.fs,
+            replace(attr, size=0) if self.data else attr,
+            writable=True,
+            created_empty=not self.queued,
+        )
+        self._open = handle
+        if self.data:
+            await handle.write(0, bytes(self.data))
+
+    async def commit(self) -> Attr:
+        """Queue what was written (flush, fsync, close); its attributes then. EIO if
+        its directory's table went with a lost session."""
+        if self._open is not None:
+            return await self._open.commit()
+        if not self.dirty:
+            return self._attr
+        self.dirty = False
+        queued = await self.behind.content(self.ino, self._to_queue(), self.mtime_ns)
+        if queued is not None:
+            self._attr = queued
+        elif not self.removed:
+            raise pyfuse3.FUSEError(errno.EIO)
+        return self._attr
+
+    def _to_queue(self) -> bytes:
         """The content, about to be queued (the namenode will then have some of it)."""
         self.queued = True
         return bytes(self.data)
 
-    def read(self, offset: int, size: int) -> bytes:
-        """Up to `size` bytes at `offset`."""
-        return bytes(self.data[offset : offset + size])
+    async def release(self) -> None:
+        """The last descriptor closed: queue (or commit) what was written."""
+        if self._open is not None:
+            await self._open.release()
+        else:
+            await self.commit()
 
-    def set_mtime(self, mtime_ns: int) -> None:
-        """The mtime the content is to be queued with."""
-        self.mtime_ns = mtime_ns
-        self.attr = replace(self.attr, mtime_ns=mtime_ns)
-        self.dirty = True
-
-    def truncate(self, size: int) -> None:
-        """Cut or zero-extend the content to `size` bytes (size within the limit)."""
-        del self.data[size:]
-        self.data.extend(bytes(size - len(self.data)))
-        self.dirty = True
+    async def abort(self) -> None:
+        """The mount is going away: content kept in memory is queued all the same
+        (the write-behind sends its queue as it closes); an ordinary open file gives
+        up what it did not commit."""
+        if self._open is not None:
+            await self._open.abort()
+        else:
+            await self.commit()

@@ -7,7 +7,6 @@ become the errno of their plasmafs error (`entries.fuse_error`).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import errno
 import functools
@@ -24,9 +23,10 @@ import pyfuse3
 from plasmafs.client import At, Client
 from plasmafs.core.attributes import Attr, DirEntry
 from plasmafs.core.errors import NotFoundError
+from plasmafs.mount.direct_writes import DirectWrites
 from plasmafs.mount.fuse_values import absent, entry, fuse_error
-from plasmafs.mount.handles import OpenFile
-from plasmafs.mount.kernelview import KernelView
+from plasmafs.mount.handles import FileHandle, OpenFile
+from plasmafs.mount.kernelview import KernelView, NoWritebackView
 from plasmafs.mount.newfile import NewFile
 from plasmafs.mount.options import MountOptions
 from plasmafs.mount.readahead import ReadAhead
@@ -108,17 +108,19 @@ class PlasmaOperations(pyfuse3.Operations):
         super().__init__()
         self.fs = fs
         self.options = options
-        self._handles: dict[int, OpenFile | NewFile] = {}
+        self._handles: dict[int, FileHandle] = {}
         self._listings: dict[int, _Listing] = {}
-        self._write_locks: dict[int, asyncio.Lock] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
         # pyfuse3 reads this when the kernel connects (FUSE_INIT).
         self.enable_writeback_cache = options.writeback
-        self.view = KernelView() if options.writeback else None
-        self.behind = WriteBehind(fs, options.replication) if options.write_behind else None
-        if self.behind is not None:
-            self.behind.before_release = self._before_release
+        self.view: KernelView | NoWritebackView = (
+            KernelView(self._open_here) if options.writeback else NoWritebackView()
+        )
+        self.behind: WriteBehind | DirectWrites = (
+            WriteBehind(fs, options.replication) if options.write_behind else DirectWrites(fs)
+        )
+        self.behind.before_release = self._before_release
 
     # --- names and attributes -------------------------------------------------------------
 
@@ -128,7 +130,7 @@ class PlasmaOperations(pyfuse3.Operations):
         """The entry `name` of a directory."""
         if len(name) > MAX_NAME:
             raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
-        leased = self.behind.leased(parent_inode) if self.behind else None
+        leased = self.behind.leased(parent_inode)
         if leased is not None:  # this mount knows every entry
             mine = leased.entries.get(_name(name))
             if mine is not None:
@@ -152,15 +154,10 @@ class PlasmaOperations(pyfuse3.Operations):
     def _looked_up(self, attr: Attr) -> pyfuse3.EntryAttributes:
         """The answer to a lookup of `attr` (with writeback caching: under a new
         generation if the kernel's size and mtime of the file are outdated)."""
-        if self.view is None:
-            return self._entry(attr)
-        generation = self.view.looked_up(attr, open_here=self._open_here(attr.ino))
-        return self._entry(attr, generation)
+        return self._entry(attr, self.view.looked_up(attr))
 
     def _listed(self, attr: Attr) -> pyfuse3.EntryAttributes:
         """`attr` in a new entry the kernel may make an inode of (create, listing)."""
-        if self.view is None:
-            return self._entry(attr)
         self.view.listed(attr)
         return self._entry(attr, self.view.generation(attr.ino))
 
@@ -170,7 +167,7 @@ class PlasmaOperations(pyfuse3.Operations):
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """The attributes of an inode (of an open file removed meanwhile: as last known,
         with no links left)."""
-        known = (self.behind.attr(inode) if self.behind else None) or self.readahead.attr(inode)
+        known = self.behind.attr(inode) or self.readahead.attr(inode)
         if known is not None:
             return self._entry(known)
         try:
@@ -194,7 +191,7 @@ class PlasmaOperations(pyfuse3.Operations):
         answer.generation = generation
         return answer
 
-    def _writing(self, inode: int) -> OpenFile | NewFile | None:
+    def _writing(self, inode: int) -> FileHandle | None:
         """The open file of `inode` with uncommitted writes, if there is one."""
         for handle in self._handles.values():
             if handle.ino == inode and handle.writing:
@@ -231,7 +228,6 @@ class PlasmaOperations(pyfuse3.Operations):
             changes["mtime_ns"] = attr.st_mtime_ns
         await self._settle(inode)
         writing = self._writing(inode)
-        assert not isinstance(writing, NewFile)
         if writing is None:
             if fields.update_size:
                 changes["size"] = attr.st_size
@@ -256,22 +252,18 @@ class PlasmaOperations(pyfuse3.Operations):
         else, or a size beyond what the file may keep in memory."""
         if fields.update_mode or fields.update_uid or fields.update_gid:
             return None
-        new = [h for h in self._handles.values() if isinstance(h, NewFile) and h.ino == inode]
-        if not new or (fields.update_size and attr.st_size > new[0].limit):
-            return None
-        for handle in new:
-            if fields.update_size:
-                handle.truncate(attr.st_size)
-            if fields.update_mtime:
-                handle.set_mtime(attr.st_mtime_ns)
-        return self._entry(new[0].attr)
+        size = attr.st_size if fields.update_size else None
+        mtime_ns = attr.st_mtime_ns if fields.update_mtime else None
+        mine = [h for h in self._handles.values() if h.ino == inode]
+        kept = [h for h in mine if h.change_in_memory(size, mtime_ns)]
+        return self._entry(kept[0].attr) if kept else None
 
     def _same_times(
         self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
     ) -> pyfuse3.EntryAttributes | None:
         """The answer to the kernel's own write-out of a file's times when they are
         those the namenode has (writeback caching only); None otherwise."""
-        if self.view is None or not _times_only(fields):
+        if not _times_only(fields):
             return None
         known = self.view.unchanged(inode, attr.st_mtime_ns if fields.update_mtime else None)
         return None if known is None else self._entry(known)
@@ -287,10 +279,7 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new directory."""
         self._check_writable()
-        if self.behind is not None:
-            made = self.behind.mkdir(parent_inode, _name(name), stat.S_IMODE(mode))
-        else:
-            made = self.fs.mkdir(At(parent_inode, _name(name)), stat.S_IMODE(mode))
+        made = self.behind.mkdir(parent_inode, _name(name), stat.S_IMODE(mode))
         return entry(await self._changed(made), self.options)
 
     async def symlink(
@@ -301,8 +290,7 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._table(parent_inode)  # a listing under way must not miss the link
         await self._before_namenode_change()
         attr = await self._changed(self.fs.symlink(At(parent_inode, _name(name)), _name(target)))
-        if self.behind is not None:
-            self.behind.known(parent_inode, _name(name), attr)
+        self.behind.known(parent_inode, _name(name), attr)
         return entry(attr, self.options)
 
     async def mknod(
@@ -315,8 +303,7 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._table(parent_inode)
         await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
-        if self.behind is not None:
-            self.behind.known(parent_inode, _name(name), attr)
+        self.behind.known(parent_inode, _name(name), attr)
         return self._listed(attr)
 
     async def link(
@@ -336,34 +323,28 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._remove(parent_inode, _name(name), directory=True)
 
     async def _remove(self, parent: int, name: str, *, directory: bool) -> None:
-        behind = self.behind
         await self._table(parent)
-        if behind is not None and behind.removable_here(parent, name):
-            gone = behind.dirs[parent].entries.get(name)
-            await self._changed(behind.remove(parent, name, directory_wanted=directory))
+        if self.behind.removable_here(parent, name):
+            gone = await self._changed(self.behind.remove(parent, name, directory_wanted=directory))
             for handle in self._handles.values():
-                if isinstance(handle, NewFile) and gone is not None and handle.ino == gone.ino:
-                    handle.removed = True
+                if handle.ino == gone.ino:
+                    handle.unlinked()
             return
         await self._before_namenode_change()
         where = At(parent, name)
         await self._changed(self.fs.rmdir(where) if directory else self.fs.unlink(where))
-        if behind is not None:
-            behind.forget_entry(parent, name)
+        self.behind.forget_entry(parent, name)
 
     async def _table(self, parent: int) -> LeasedDir | None:
         """The write-behind's table of directory `parent` about to be changed: leased
         now if it is an existing directory the mount may lease (see `WriteBehind`)."""
-        if self.behind is None:
-            return None
         return await answer(self.behind.lease_existing(parent))
 
     async def _before_namenode_change(self) -> None:
         """Send what is queued and wait for a send under way: a change the namenode
         makes now comes after them (an rmdir must see the queued entries, a rename the
         queued directory, a chmod the queued file...)."""
-        if self.behind is not None:
-            await answer(self.behind.send())
+        await answer(self.behind.send())
 
     async def rename(
         self,
@@ -380,14 +361,10 @@ class PlasmaOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EINVAL)
         src, dst = At(parent_inode_old, _name(name_old)), At(parent_inode_new, _name(name_new))
         noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
-        behind = self.behind
-        if behind is None:
-            await self._changed(self.fs.rename(src, dst, replace=not noreplace))
-            return
         # Renames go to the namenode; the directories' tables go with their leases.
-        await answer(behind.send())
+        await answer(self.behind.send())
         await self._changed(self.fs.rename(src, dst, replace=not noreplace))
-        await answer(behind.release([parent_inode_old, parent_inode_new]))
+        await answer(self.behind.release([parent_inode_old, parent_inode_new]))
 
     # --- directories ----------------------------------------------------------------------
 
@@ -422,10 +399,9 @@ class PlasmaOperations(pyfuse3.Operations):
     async def _fetch(self, listing: _Listing) -> None:
         """The next page of entries after the last one the kernel took (all of them
         at once if this mount leases the directory or read it ahead)."""
-        behind = self.behind
-        leased = behind.leased(listing.ino) if behind is not None else None
-        if behind is not None and leased is not None:
-            listing.pending.extend(behind.listing(leased)[len(listing.names) :])
+        leased = self.behind.leased(listing.ino)
+        if leased is not None:
+            listing.pending.extend(leased.listing()[len(listing.names) :])
             listing.exhausted = True
             return
         if not listing.names:
@@ -453,13 +429,7 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def _send_queue(self) -> None:
         """Send what the write-behind queued, or report (once) a send that failed."""
-        if self.behind is None:
-            return
-        await answer(self.behind.send())
-        failed = self.behind.failure()
-        if failed is not None:
-            log.warning("reporting a failed write-behind send: %s", failed)
-            raise pyfuse3.FUSEError(errno.EIO)
+        await answer(self.behind.send_reporting())
 
     # --- files ----------------------------------------------------------------------------
 
@@ -476,15 +446,15 @@ class PlasmaOperations(pyfuse3.Operations):
         self._check_writable()
         leased = await self._table(parent_inode)
         if leased is not None and leased.writable:
-            assert self.behind is not None
-            attr = await self._changed(self.behind.create(parent_inode, _name(name), mode))
+            behind = self.behind
+            assert isinstance(behind, WriteBehind)  # only it leases directories
+            attr = await self._changed(behind.create(parent_inode, _name(name), mode))
             limit = (await answer(self.fs.connection())).inline_limit
-            return self._opened(NewFile(attr, limit), flags), self._listed(attr)
+            return self._opened(NewFile(self.fs, behind, attr, limit), flags), self._listed(attr)
         await self._before_namenode_change()
         attr = await self._changed(self._create(parent_inode, name, mode))
-        if self.behind is not None:
-            self.behind.known(parent_inode, _name(name), attr)
-        handle = OpenFile(self.fs, attr, writable=_writes(flags))
+        self.behind.known(parent_inode, _name(name), attr)
+        handle: FileHandle = OpenFile(self.fs, attr, writable=_writes(flags))
         return self._opened(handle, flags), self._listed(attr)
 
     def _create(self, parent_inode: int, name: bytes, mode: int) -> Awaitable[Attr]:
@@ -496,23 +466,21 @@ class PlasmaOperations(pyfuse3.Operations):
         writes = _writes(flags)
         if writes:
             self._check_writable()
-        if self.behind is not None and inode in self.behind.unsent:
+        if inode in self.behind.unsent:
             await answer(self.behind.send())
         if flags & os.O_ACCMODE == os.O_WRONLY:
             handle = OpenFile(self.fs, await answer(self.fs.getattr(inode)), writable=True)
         else:  # the block list now: what was committed before this open, even if removed
             handle = await answer(OpenFile.for_reading(self.fs, inode, writable=writes))
-        if self.behind is not None:  # another client may have written it meanwhile
-            self.behind.update(handle.attr)
-        if self.view is not None:
-            try:
-                self.view.opening(handle.attr, open_here=self._open_here(inode))
-            except pyfuse3.FUSEError:
-                await handle.release()
-                raise
+        self.behind.update(handle.attr)  # another client may have written it meanwhile
+        try:
+            self.view.opening(handle.attr)
+        except pyfuse3.FUSEError:
+            await handle.release()
+            raise
         return self._opened(handle, flags)
 
-    def _opened(self, handle: OpenFile | NewFile, flags: int) -> pyfuse3.FileInfo:
+    def _opened(self, handle: FileHandle, flags: int) -> pyfuse3.FileInfo:
         number = next(self._numbers)
         self._handles[number] = handle
         # Close-to-open: drop cached pages of an earlier version on every open.
@@ -522,69 +490,28 @@ class PlasmaOperations(pyfuse3.Operations):
     async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         """Bytes of an open file (pyfuse3 replies from any contiguous buffer, so a view
         into data fetched ahead is not copied first)."""
-        handle = self._handles[fh]
-        if isinstance(handle, NewFile):
-            return handle.read(off, size)
-        return await answer(handle.read(off, size))
+        return await answer(self._handles[fh].read(off, size))
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Bytes into an open file (one at a time per open file, in the order they
-        came: the kernel writes cached pages back several at once)."""
+        came: the kernel writes cached pages back several at once; the handle orders
+        them)."""
         self.readahead.forget()
-        async with self._serial(fh):
-            handle = self._handles[fh]
-            if isinstance(handle, NewFile):
-                if handle.fits(off, len(buf)):
-                    return handle.write(off, buf)
-                handle = await self._materialize_now(fh, handle)
-            return await answer(handle.write(off, buf))
-
-    def _serial(self, fh: int) -> asyncio.Lock:
-        """The lock that orders the writes to open file `fh`."""
-        lock = self._write_locks.get(fh)
-        if lock is None:
-            lock = self._write_locks[fh] = asyncio.Lock()
-        return lock
-
-    async def _materialize(self, fh: int, new: NewFile) -> None:
-        """`_materialize_now`, unless a write did it meanwhile."""
-        async with self._serial(fh):
-            if self._handles.get(fh) is new:
-                await self._materialize_now(fh, new)
-
-    async def _materialize_now(self, fh: int, new: NewFile) -> OpenFile:
-        """Turn a new file kept in memory into an ordinary open file: the queue is sent
-        (the file exists on the namenode then), and what was written is written again
-        from offset 0, so that the rest streams to the datanodes."""
-        assert self.behind is not None
-        if new.dirty and not new.data:  # a truncation to nothing, or new times
-            await answer(self.behind.content(new.ino, new.to_queue(), new.mtime_ns))
-        await self._send_queue()
-        attr = self.behind.attr(new.ino) or new.attr
-        handle = OpenFile(
-            self.fs,
-            replace(attr, size=0) if new.data else attr,
-            writable=True,
-            created_empty=not new.queued,
-        )
-        self._handles[fh] = handle
-        if new.data:
-            await answer(handle.write(0, bytes(new.data)))
-        return handle
+        return await answer(self._handles[fh].write(off, buf))
 
     async def _before_release(self, inodes: set[int]) -> None:
         """Files kept in memory in directories about to be released become ordinary
         open files (once released, nothing is queued for them)."""
-        for fh, handle in list(self._handles.items()):
-            if isinstance(handle, NewFile) and handle.ino in inodes:
-                await self._materialize(fh, handle)
+        for handle in list(self._handles.values()):
+            if handle.ino in inodes:
+                await answer(handle.settle())
 
     async def _settle(self, inode: int) -> None:
         """Every handle of `inode` kept in memory becomes an ordinary one, and the
         queue is sent (before a change the namenode makes to the inode)."""
-        for fh, handle in list(self._handles.items()):
-            if isinstance(handle, NewFile) and handle.ino == inode:
-                await self._materialize(fh, handle)
+        for handle in list(self._handles.values()):
+            if handle.ino == inode:
+                await answer(handle.settle())
         await self._before_namenode_change()
 
     async def flush(self, fh: int) -> None:
@@ -592,7 +519,7 @@ class PlasmaOperations(pyfuse3.Operations):
         second, at once with -o sync; in a leased directory: queued, for others once
         sent or recalled)."""
         handle = self._handles[fh]
-        if self.view is not None:
+        if self.options.writeback:
             # The kernel wrote the file's cached pages back through any descriptor of
             # it open for writing: what they hold is part of what this close makes
             # visible.
@@ -609,52 +536,30 @@ class PlasmaOperations(pyfuse3.Operations):
         if not self.options.sync:
             await answer(self.fs.sync())
 
-    async def _commit(self, handle: OpenFile | NewFile) -> None:
-        if isinstance(handle, NewFile):
-            if handle.dirty:
-                assert self.behind is not None
-                self.readahead.forget()
-                handle.dirty = False
-                queued = await answer(
-                    self.behind.content(handle.ino, handle.to_queue(), handle.mtime_ns)
-                )
-                if queued is not None:
-                    handle.attr = queued
-                    self._committed(queued)
-                elif not handle.removed:  # its directory's table went with a lost session
-                    raise pyfuse3.FUSEError(errno.EIO)
-            return
+    async def _commit(self, handle: FileHandle) -> None:
         if not handle.writing:
             await answer(handle.commit())
             return
         self.readahead.forget()
-        await self._changed(handle.commit())
-        self._committed(handle.attr)
+        self._committed(await self._changed(handle.commit()))
 
     def _committed(self, attr: Attr) -> None:
         """A leased directory's table (and the kernel's view) takes the attributes a
         change through this mount answered."""
-        if self.behind is not None:
-            self.behind.update(attr)
-        if self.view is not None:
-            self.view.committed(attr)
+        self.behind.update(attr)
+        self.view.committed(attr)
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
         handle = self._handles.pop(fh, None)
-        self._write_locks.pop(fh, None)
         if handle is not None:
-            writing = handle.writing
+            writing, cached = handle.writing, handle.prefetched
             try:
-                if isinstance(handle, NewFile):
-                    await self._commit(handle)
-                else:
-                    cached = handle.prefetch is not None
-                    await handle.release()
-                    if writing:
-                        self._committed(handle.attr)
-                    elif cached:
-                        self._drop_cached_pages(handle.ino)
+                await handle.release()
+                if writing:
+                    self._committed(handle.attr)
+                elif cached:
+                    self._drop_cached_pages(handle.ino)
             except Exception as exc:  # nobody to tell but the log
                 log.warning("closing inode %d failed: %s", handle.ino, exc)
             if writing:
@@ -675,8 +580,7 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         """The kernel let go of these inodes."""
-        if self.view is not None:
-            self.view.forget([inode for inode, _ in inode_list])
+        self.view.forget([inode for inode, _ in inode_list])
 
     # --- the file system ------------------------------------------------------------------
 
@@ -698,13 +602,9 @@ class PlasmaOperations(pyfuse3.Operations):
         """Abort what open files wrote and did not commit (the mount is going away)."""
         await self.readahead.close()
         for handle in list(self._handles.values()):
-            if isinstance(handle, NewFile):
-                await self._commit(handle)
-            else:
-                await handle.abort()
+            await handle.abort()
         self._handles.clear()
-        if self.behind is not None:
-            await self.behind.close()
+        await self.behind.close()
 
     async def _changed(self, work: Awaitable[T]) -> T:
         """`work`'s result (or its errno), with what was read ahead dropped once it

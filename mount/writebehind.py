@@ -87,6 +87,10 @@ class LeasedDir:
         otherwise changes go to the namenode, which refuses them."""
         return self.attr.mode & 0o300 == 0o300
 
+    def listing(self) -> list[DirEntry]:
+        """Every entry, in name order."""
+        return [DirEntry(n, a.ino, a.kind, a) for n, a in sorted(self.entries.items())]
+
     def touched(self, nlink_delta: int = 0) -> None:
         now = time.time_ns()
         self.attr = replace(
@@ -207,10 +211,6 @@ class WriteBehind:
         parent = self.leased(where[0])
         return parent.entries.get(where[1]) if parent is not None else None
 
-    def listing(self, directory: LeasedDir) -> list[DirEntry]:
-        """Every entry of a leased directory, in name order."""
-        return [DirEntry(n, a.ino, a.kind, a) for n, a in sorted(directory.entries.items())]
-
     async def mkdir(self, parent: int, name: str, mode: int) -> Attr:
         """A new directory, leased: queued in a leased `parent`, else made now."""
         mode = stat.S_IMODE(mode)
@@ -251,8 +251,9 @@ class WriteBehind:
         directory.entries[where[1]] = attr
         return attr
 
-    async def remove(self, parent: int, name: str, *, directory_wanted: bool) -> None:
-        """unlink (or rmdir) `name` in leased directory `parent`, queued."""
+    async def remove(self, parent: int, name: str, *, directory_wanted: bool) -> Attr:
+        """unlink (or rmdir) `name` in leased directory `parent`, queued; the
+        attributes of what went."""
         directory = self.dirs[parent]
         attr = directory.entries.get(name)
         if attr is None:
@@ -273,6 +274,7 @@ class WriteBehind:
         if directory_wanted:
             del self.dirs[attr.ino]  # the namenode ends its lease with it
         directory.touched(-1 if directory_wanted else 0)
+        return attr
 
     def removable_here(self, parent: int, name: str) -> bool:
         """True if removing `name` from leased `parent` can be queued (a directory
@@ -312,6 +314,15 @@ class WriteBehind:
         return failed
 
     # --- sending -----------------------------------------------------------------------------
+
+    async def send_reporting(self) -> None:
+        """`send`, then EIO (once) if a send failed since the last report: what fsync
+        answers when changes it covers were lost."""
+        await self.send()
+        failed = self.failure()
+        if failed is not None:
+            log.warning("reporting a failed write-behind send: %s", failed)
+            raise pyfuse3.FUSEError(errno.EIO)
 
     async def send(self) -> None:
         """Send every queued change now, in one transaction, and wait for its commit
