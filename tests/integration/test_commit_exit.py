@@ -5,71 +5,22 @@ process, over the test's PostgreSQL database)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import asyncpg
 import pytest
 
-from plasmafs.core.attributes import Attr
 from plasmafs.core.errors import StorageError
-from plasmafs.namenode.addressing import Place
-from plasmafs.namenode.committer import Committer
-from plasmafs.namenode.leadership import Leadership
-from plasmafs.namenode.locks import LockManager
-from plasmafs.namenode.principals import SUPERUSER
-from plasmafs.namenode.settings import NamenodeSettings
-from plasmafs.namenode.startup import NamespaceParts, open_namespace
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
-
-BLOCKSIZE = 64 * 1024
-CAPACITY = 64
-
-
-@dataclass
-class Opened:
-    """A namespace's parts and the leadership they write under."""
-
-    parts: NamespaceParts
-    leadership: Leadership
-
-    def begin(self, txn_id: int) -> Txn:
-        return self.parts.transactions.begin(txn_id, "test", 0.0, SUPERUSER)
-
-    async def create(self, txn: Txn, path: bytes) -> Attr:
-        return await self.parts.namespace.create(txn, Place.of(path), 0o644, 1, 0)
-
-    async def commit(self, txn: Txn) -> None:
-        await self.parts.transactions.commit(txn)
-
-    @property
-    def locks(self) -> LockManager:
-        return self.parts.transactions.locks
-
-    @property
-    def committer(self) -> Committer:
-        return self.parts.transactions.committer
+from tests.support.namespace_parts import CAPACITY, Opened, opened_namespace
 
 
 @pytest.fixture
 async def namespace(dsn: str) -> AsyncIterator[Opened]:
     """A namespace over the test's database with one registered datanode."""
-    store = Store(dsn, read_pool_size=2)
-    leadership = Leadership(store, check_interval=1.0, on_deposed=lambda reason: None)
-    await leadership.take()
-    await store.open()
-    settings = NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE)
-    parts = await open_namespace(settings, store, leadership)
-    await parts.data.registry.register(
-        str(uuid.uuid4()), "127.0.0.1", "127.0.0.1:1", BLOCKSIZE, CAPACITY
-    )
-    try:
-        yield Opened(parts, leadership)
-    finally:
-        await parts.stop()
-        await store.close()
+    async with opened_namespace(Store(dsn, read_pool_size=2), dsn) as opened:
+        yield opened
 
 
 async def _writing_txn(ns: Opened, txn_id: int) -> Txn:
