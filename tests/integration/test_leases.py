@@ -224,7 +224,8 @@ async def test_leases_end_with_the_holders_connection(
     await _leased_dir(holder, "/d")
     await holder.create("/d/f")
     task = asyncio.ensure_future(other.readdir("/d"))
-    await asyncio.sleep(0.2)
+    recalled, _ = await (await holder.session_requests()).lease_news(5)
+    assert recalled  # the readdir waits on the lease now
     assert not task.done()
     await holder.close()
     entries, _ = await asyncio.wait_for(task, 5)
