@@ -4,6 +4,8 @@ One `Client` holds one multiplexed connection; any number of transactions and
 requests may be in flight on it at once. If the connection is lost, the transactions
 open on it fail with ConnectionLostError and the next transaction reconnects. If the
 namenode refuses the credential, every call raises AuthenticationError until close().
+Given several namenode addresses, it connects to the active one and, while a standby
+takes over, waits for it; reads are sent again across a failover (`failover.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from plasmafs.client import config
 from plasmafs.client.connection import Connection
+from plasmafs.client.failover import connect_to_active, retrying
 from plasmafs.client.session_requests import SessionRequests
 from plasmafs.client.transaction import (
     DEFAULT_PAGE,
@@ -44,10 +47,11 @@ if TYPE_CHECKING:
     from plasmafs.core.tls import ChannelTLS
 
 T = TypeVar("T")
+DEFAULT_FAILOVER_TIMEOUT = 30.0  # seconds a client of several namenodes waits for one
 
 
 class Client:
-    """A plasmafs client bound to one namenode address."""
+    """A plasmafs client of one cluster's namenodes."""
 
     def __init__(
         self,
@@ -61,6 +65,7 @@ class Client:
         token_file: Path | None = None,
         lock_wait: float = 0.0,
         durable_commits: bool = True,
+        failover_timeout: float | None = None,
     ) -> None:
         """A client of the namenode at `address`. `tls`: the CA (and certificate) to
         verify the cluster with; None finds them as `pfs` does (PFS_CLIENT_CA, or the
@@ -72,10 +77,19 @@ class Client:
         `durable_commits=False` makes commits relaxed (answered before the namenode's
         WAL flush, durable within about a second or at `sync()`). `local_reads`,
         `local_writes`: data through shared memory with datanodes on this host (None:
-        yes, unless PFS_LOCAL_READS=0 or PFS_LOCAL_WRITES=0)."""
+        yes, unless PFS_LOCAL_READS=0 or PFS_LOCAL_WRITES=0). `address` may list
+        several namenodes, comma-separated: the client finds the active one, and
+        waits up to `failover_timeout` seconds (default 30 with several addresses,
+        0 with one) for a standby to take over before it gives up."""
         if lock_wait < 0:
             raise InvalidArgumentError("lock_wait must be >= 0")
         self.address = address
+        self.addresses = config.split_addresses(address)
+        if failover_timeout is None:
+            failover_timeout = DEFAULT_FAILOVER_TIMEOUT if len(self.addresses) > 1 else 0.0
+        if failover_timeout < 0:
+            raise InvalidArgumentError("failover_timeout must be >= 0")
+        self.failover_timeout = failover_timeout
         self.lock_wait = lock_wait
         self.durable_commits = durable_commits
         self.connect_timeout = connect_timeout
@@ -131,13 +145,25 @@ class Client:
                 raise AuthenticationError(str(self._refused))
             if self._conn is None:
                 try:
-                    self._conn = await Connection.open(
-                        self.address, self.connect_timeout, self.tls, self.token
+                    self._conn = await connect_to_active(
+                        self.addresses,
+                        self.connect_timeout,
+                        self.tls,
+                        self.token,
+                        self.failover_timeout,
                     )
                 except AuthenticationError as exc:
                     self._refused = exc
                     raise
             return self._conn
+
+    async def _drop(self, conn: Connection) -> None:
+        """Let go of `conn` if it is still the client's (its namenode stopped being the
+        active one): the next call connects to whichever is active then."""
+        async with self._connecting:
+            if self._conn is conn:
+                self._conn = None
+                await conn.close()
 
     async def close(self) -> None:
         """Close the connection; open transactions are aborted by the namenode. The
@@ -197,6 +223,14 @@ class Client:
     async def _reads(self) -> CommittedReads:
         return CommittedReads(await self.connection())
 
+    async def _read(self, read: Callable[[CommittedReads], Awaitable[T]]) -> T:
+        """`read` of committed state, sent again after a failover."""
+
+        async def on(conn: Connection) -> T:
+            return await read(CommittedReads(conn))
+
+        return await retrying(self.connection, self._drop, on, self.failover_timeout)
+
     async def _one_shot(self, op: Callable[[Transaction], Awaitable[T]]) -> T:
         # begin, the operation and commit leave in one frame: one round trip. If the
         # operation fails, the commit that follows it commits nothing.
@@ -217,11 +251,11 @@ class Client:
 
     async def lookup(self, path: Where, *, follow: bool = False) -> Attr:
         """Attributes at `path` (a symlink itself unless follow=True)."""
-        return await (await self._reads()).lookup(path, follow=follow)
+        return await self._read(lambda r: r.lookup(path, follow=follow))
 
     async def stat(self, path: str) -> Attr:
         """Attributes at `path`, following symbolic links."""
-        return await (await self._reads()).stat(path)
+        return await self._read(lambda r: r.stat(path))
 
     async def sync(self) -> None:
         """Make every commit acknowledged so far durable, this client's relaxed ones
@@ -230,7 +264,7 @@ class Client:
 
     async def getattr(self, ino: int) -> Attr:
         """Attributes of inode `ino`."""
-        return await (await self._reads()).getattr(ino)
+        return await self._read(lambda r: r.getattr(ino))
 
     async def exists(self, path: str) -> bool:
         """True if something exists at `path` (following symlinks)."""
@@ -242,13 +276,13 @@ class Client:
 
     async def readlink(self, path: str | int) -> str:
         """The target of the symbolic link at `path` (or of inode number `path`)."""
-        return await (await self._reads()).readlink(path)
+        return await self._read(lambda r: r.readlink(path))
 
     async def readdir(
         self, path: str | int, *, after: str = "", limit: int = DEFAULT_PAGE, plus: bool = False
     ) -> tuple[list[DirEntry], bool]:
         """One page of a directory listing."""
-        return await (await self._reads()).readdir(path, after=after, limit=limit, plus=plus)
+        return await self._read(lambda r: r.readdir(path, after=after, limit=limit, plus=plus))
 
     async def scandir(
         self, path: str | int, *, plus: bool = False, page: int = DEFAULT_PAGE
@@ -264,12 +298,12 @@ class Client:
 
     async def fsstat(self) -> FsStat:
         """Namespace counts and cluster space."""
-        return await (await self._reads()).fsstat()
+        return await self._read(lambda r: r.fsstat())
 
     async def summarize(self, path: str) -> Summary:
         """Files, directories, symbolic links, bytes and space with replication of the
         subtree at `path`, in one round trip (what `du -s` and `count` print)."""
-        return await (await self._reads()).summarize(path)
+        return await self._read(lambda r: r.summarize(path))
 
     async def walk(
         self, path: str | int, *, page: int = 0, depth: int = 0

@@ -23,8 +23,17 @@ def pfs_home() -> Path:
 
 
 def check_address(address: str) -> str:
-    """Validate the namenode's host:port."""
-    return values.check_address(address, "namenode address")
+    """Validate the namenode's host:port, or several, comma-separated."""
+    split_addresses(address)
+    return address
+
+
+def split_addresses(address: str) -> list[str]:
+    """The host:port of each namenode in a comma-separated list."""
+    found = [values.check_address(a.strip(), "namenode address") for a in address.split(",")]
+    if len(set(found)) != len(found):
+        raise ConfigError(f"a namenode is listed twice in {address!r}")
+    return found
 
 
 def namenode_address(explicit: str | None = None) -> str:

@@ -29,6 +29,9 @@ NAMENODE_CHANNEL = [
 ]
 NAMENODE_SERVER = [
     *_NAMENODE_MESSAGES,
+    # A namenode that binds its address owns it on this host (no second listener):
+    # proof that the one before it there is gone (namenode/leadership.py).
+    ("grpc.so_reuseport", 0),
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),

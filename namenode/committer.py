@@ -146,12 +146,7 @@ class Committer:
             touched = await self._store.apply(
                 [p.changeset for p in group], lane, term, durable=durable
             )
-        except NotActiveError as exc:  # the term this group carried has ended
-            if self._took_newer_term(term) and attempt < 5:
-                # This namenode itself retook its lock meanwhile: nothing was written, so
-                # the group goes again with the new term.
-                await self._write(group, lane, attempt + 1)
-                return
+        except NotActiveError as exc:  # another namenode took a newer term
             self.stats.failed += len(group)
             self._on_term_ended(str(exc))
             self._settle_failed(group, exc)
@@ -188,12 +183,6 @@ class Committer:
                 await self.sync()
             except PlasmaError as exc:
                 log.warning("flushing relaxed commits failed: %s", exc)
-
-    def _took_newer_term(self, term: int) -> bool:
-        try:
-            return self._term() > term
-        except NotActiveError:
-            return False
 
     def _publish(self, group: list[_Pending], touched: list) -> None:
         cache = self._cache

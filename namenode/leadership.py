@@ -1,29 +1,50 @@
-"""One active namenode per database: the active lock, the term, and what happens when
-the lock is lost.
+"""One active namenode per database: the lease, the term, and what happens when the
+lease is in doubt or lost.
 
-The active namenode holds a PostgreSQL session advisory lock and, with it, takes the
-next term; every group commit carries the term and PostgreSQL refuses it once another
-namenode took a newer one (sql/0004), so a deposed namenode can never commit. The lock
-lives as long as its connection: if PostgreSQL restarts or the connection breaks, this
-namenode stops serving writes at once and tries to take the lock again. If nobody else
-led meanwhile (the term is still its own) and every acknowledged commit was durable
-(no relaxed commit awaited its WAL flush), it takes the next term and serves again;
-otherwise its cache and allocator may be stale, so it is deposed and the daemon exits.
+A namenode becomes active by taking the next term together with a lease of
+`lease_ttl` seconds (`lease_store.py`); until it can, it is a standby and tries again
+every `lease_ttl / 6`. The active one renews the lease every `lease_ttl / 3`. It
+serves (reads too) only while it can prove the lease: until `VALID_SHARE` of the lease
+after the moment it sent its last successful renewal, which is before PostgreSQL's
+expiry, so a standby can take over only after this namenode stopped answering — a
+namenode cut off from PostgreSQL gives no stale reads to the clients it still
+reaches. While the lease is in doubt it answers NotActiveError and keeps renewing;
+a renewal that finds a newer term deposes it. Every group commit carries the term and
+PostgreSQL refuses it once a newer one was taken (sql/0004), so a deposed namenode
+never commits. A deposed namenode's cache and allocator may be stale: the daemon
+drops them and starts again as a standby (`server.py`). So does one that finds
+PostgreSQL restarted while relaxed commits awaited their WAL flush (they may be gone).
+
+A namenode restarted where the active one ran (same boot of the same host, same
+network namespace, same listen address) takes over at once instead of after the
+lease: it has bound that address already, exclusively (no SO_REUSEPORT), which the
+one before could not allow if it were alive. That is the `place` the lease records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
-from plasmafs.core.errors import BusyError, NotActiveError, StorageError
-from plasmafs.namenode.store import Store
+from plasmafs.core.errors import NotActiveError, StorageError
+from plasmafs.namenode.lease_store import LeaseStore
 
 log = logging.getLogger(__name__)
 
-# An arbitrary constant shared by every namenode of a database: "pfs-actv" in ASCII.
-ACTIVE_LOCK_KEY = 0x7066732D61637476
+VALID_SHARE = 0.9  # of the lease this namenode serves for after a renewal is sent
+
+
+def place_of(listen: str) -> str:
+    """Where a namenode serves, as only one process at a time can: this boot of this
+    host, this network namespace, the listen address."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    netns = os.stat("/proc/self/ns/net").st_ino
+    return f"{boot}/{netns}/{listen}"
 
 
 class Leadership:
@@ -31,44 +52,119 @@ class Leadership:
 
     def __init__(
         self,
-        store: Store,
-        check_interval: float,
+        leases: LeaseStore,
+        lease_ttl: float,
         on_deposed: Callable[[str], None],
+        *,
+        address: str = "",
+        place: str = "",
+        unflushed: Callable[[], int] = lambda: 0,
     ) -> None:
-        self._store = store
-        self._check_interval = check_interval
+        self._leases = leases
+        self.lease_ttl = lease_ttl
         self._on_deposed = on_deposed
+        self._unflushed = unflushed  # relaxed groups not known to be durable
+        self.address = address  # where this namenode serves clients, for the others
+        self._process = uuid.uuid4().hex
+        # Where it serves (`place_of`, bound before it takes the lease; by default a
+        # place nobody else has: nothing proven).
+        self.place = place or f"unproven-{self._process}"
         self.term = 0
         self.leading = False
         self.deposed = ""
-        self._watch: asyncio.Task[None] | None = None
+        self.since = 0.0  # when this namenode became active (time.time())
+        self._valid_until = 0.0  # time.monotonic() until which the lease is proven
+        self._server_started = 0.0
+        self._renewals: asyncio.Task[None] | None = None
+        self.active_elsewhere = ""  # the active namenode as a standby last saw it
+
+    @property
+    def holder(self) -> str:
+        """This process in the lease row: its place, then its own id."""
+        return f"{self.place} {self._process}"
+
+    @property
+    def renew_interval(self) -> float:
+        """Seconds between renewals of the lease."""
+        return self.lease_ttl / 3
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between a standby's tries to take the lease."""
+        return max(self.lease_ttl / 6, 0.05)
+
+    async def try_take(self) -> bool:
+        """Take the lease and the next term if the lease has expired; True if taken."""
+        sent = time.monotonic()
+        taken = await self._leases.take(self.place, self.holder, self.address, self.lease_ttl)
+        if taken is None:
+            return False
+        self.term, self._server_started = taken
+        self._valid_until = sent + self.lease_ttl * VALID_SHARE
+        self.leading = True
+        self.since = time.time()
+        log.info("active namenode, term %d", self.term)
+        return True
 
     async def take(self) -> None:
-        """Take the active lock and a new term; BusyError if another namenode is active."""
-        if not await self._store.hold_active_lock(ACTIVE_LOCK_KEY):
-            raise BusyError("another namenode is already serving this database")
-        self.term = await self._store.take_term()
-        self.leading = True
-        log.info("active namenode, term %d", self.term)
+        """Wait as a standby until the lease is taken (logging who is active)."""
+        shown = ""
+        while True:
+            try:
+                if await self.try_take():
+                    return
+                state = await self._leases.state()
+                active = f"{state.holder_address or state.holder} (term {state.term})"
+                self.active_elsewhere = active if state.remaining > 0 else ""
+                if active != shown:
+                    log.info("standby: the active namenode is %s", active)
+                    shown = active
+            except StorageError as exc:
+                log.warning("standby: cannot reach PostgreSQL: %s", exc)
+            await asyncio.sleep(self.poll_interval)
+
+    def refusal(self) -> str:
+        """What a standby answers callers."""
+        if self.active_elsewhere:
+            return f"this namenode is a standby; the active one is {self.active_elsewhere}"
+        return "this namenode is a standby; no namenode is active at the moment"
+
+    async def close(self) -> None:
+        """Drop the lease's connection (after `stop`)."""
+        await self._leases.close()
 
     def start(self) -> None:
-        """Watch the lock's connection from now on."""
-        self._watch = asyncio.create_task(self._watch_lock(), name="pfs-leadership")
+        """Renew the lease from now on."""
+        self._renewals = asyncio.create_task(self._renew(), name="pfs-lease")
 
-    async def stop(self) -> None:
-        """Stop watching."""
-        if self._watch is not None:
-            self._watch.cancel()
-            await asyncio.gather(self._watch, return_exceptions=True)
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop renewing; with `release`, end the lease now so that a standby takes over
+        at once instead of after it expires."""
+        if self._renewals is not None:
+            self._renewals.cancel()
+            await asyncio.gather(self._renewals, return_exceptions=True)
+            self._renewals = None
+        was_leading, self.leading = self.leading, False
+        if release and was_leading and not self.deposed:
+            try:
+                await self._leases.release(self.term)
+                log.info("lease of term %d released", self.term)
+            except StorageError as exc:
+                log.warning("cannot release the lease (a standby waits for it to expire): %s",
+                            exc)  # fmt: skip
 
     def current_term(self) -> int:
-        """The term to commit with; NotActiveError while this namenode may not write."""
+        """The term to serve and commit with; NotActiveError while this namenode may not
+        (deposed, or its lease not proven lately)."""
         if not self.leading:
-            raise NotActiveError(self.deposed or "this namenode lost its active lock; retry")
+            raise NotActiveError(self.deposed or "this namenode is not the active one")
+        if time.monotonic() >= self._valid_until:
+            raise NotActiveError("this namenode cannot renew its lease now; retry")
         return self.term
 
     def depose(self, reason: str) -> None:
-        """Stop writing for good (another namenode took a newer term)."""
+        """Stop serving for good (another namenode took a newer term, or state may be
+        lost)."""
         if self.deposed:
             return
         self.leading = False
@@ -76,35 +172,29 @@ class Leadership:
         log.error("%s", self.deposed)
         self._on_deposed(self.deposed)
 
-    async def _watch_lock(self) -> None:
+    async def _renew(self) -> None:
+        failing = False
         while not self.deposed:
-            await asyncio.sleep(self._check_interval)
-            if await self._store.holder_alive(timeout=max(self._check_interval, 1.0)):
-                continue
-            self.leading = False
-            log.error("the active lock's PostgreSQL session ended; writes stop until retaken")
-            await self._retake()
-
-    async def _retake(self) -> None:
-        while True:
+            await asyncio.sleep(self.renew_interval)
+            sent = time.monotonic()
             try:
-                if not await self._store.hold_active_lock(ACTIVE_LOCK_KEY):
-                    self.depose("another namenode holds the active lock")
-                    return
-                current = await self._store.current_term()
-                if current != self.term:
-                    self.depose(f"another namenode took term {current} meanwhile")
-                    return
-                if self._store.unflushed:
-                    # PostgreSQL restarted: commits acknowledged before their WAL flush
-                    # may be gone, and the cache and allocator would still hold them.
-                    self.depose("PostgreSQL restarted before relaxed commits were flushed")
-                    return
-                self.term = await self._store.take_term()
+                renewal = await self._leases.renew(self.term, self.lease_ttl)
             except StorageError as exc:
-                log.warning("cannot retake the active lock yet: %s", exc)
-                await asyncio.sleep(self._check_interval)
+                if not failing:
+                    log.error("cannot renew the lease: %s (serving stops in %.1f s)", exc,
+                              max(self._valid_until - time.monotonic(), 0))  # fmt: skip
+                failing = True
                 continue
-            self.leading = True
-            log.info("active lock retaken, term %d", self.term)
-            return
+            if not renewal.held:
+                self.depose("another namenode took a newer term")
+                return
+            if renewal.server_started != self._server_started and self._unflushed():
+                # PostgreSQL restarted: commits acknowledged before their WAL flush may
+                # be gone, and the cache and allocator would still hold them.
+                self.depose("PostgreSQL restarted before relaxed commits were flushed")
+                return
+            self._server_started = renewal.server_started
+            self._valid_until = sent + self.lease_ttl * VALID_SHARE
+            if failing:
+                log.info("lease renewed again, term %d", self.term)
+                failing = False

@@ -1,4 +1,9 @@
-"""Build and run the namenode: PostgreSQL store, migrations, namespace, gRPC server."""
+"""Build and run the namenode: PostgreSQL store, migrations, namespace, gRPC server.
+
+A namenode process is a standby until it holds the lease (`leadership.py`), then the
+active one until it stops or is deposed; a deposed one drops its state (cache,
+allocator) and stands by again, on the same addresses, so a supervisor never has to
+restart it and it never serves as a second active one."""
 
 from __future__ import annotations
 
@@ -6,12 +11,13 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 import grpc
 
 from plasmafs.core import channel_options as channels
-from plasmafs.core.errors import ConfigError, NotActiveError
+from plasmafs.core.errors import ConfigError, PlasmaError
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.tls import add_port
 from plasmafs.namenode.account_store import AccountStore
@@ -21,13 +27,15 @@ from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.fsck import Fsck
-from plasmafs.namenode.leadership import Leadership
+from plasmafs.namenode.leadership import Leadership, place_of
+from plasmafs.namenode.lease_store import LeaseStore
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate_database
 from plasmafs.namenode.principals import Principals
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.standby import StandbyPorts
 from plasmafs.namenode.startup import NamespaceParts, open_namespace, start_replica_health
 from plasmafs.namenode.store import Store
 
@@ -47,42 +55,41 @@ class RunningNamenode:
     deposed: asyncio.Event
     monitor: ReplicationMonitor
     lifecycle: DatanodeLifecycle
-    metrics_port: int = 0
 
     async def stop(self, grace: float) -> None:
-        """Stop accepting, let calls finish for `grace` seconds, flush commits, close."""
+        """Stop accepting, let calls finish for `grace` seconds, flush commits, give the
+        lease up (unless deposed) and close."""
         await self.server.stop(grace)
         await self.lifecycle.stop()
         await self.monitor.stop()
-        await self.leadership.stop()
         await self.parts.stop()
+        await self.leadership.stop(release=True)
         await self.parts.store.close()
 
 
-async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
-    """Migrate the database, take the active lock, load the namespace and start serving."""
-    applied = await migrate_database(settings.dsn)
-    if applied:
-        log.info("applied migrations %s", applied)
-    store = Store(settings.dsn, settings.read_pool_size, settings.commit_lanes)
-    deposed = asyncio.Event()
-    leadership = Leadership(store, settings.leader_check_interval, lambda _: deposed.set())
-    metrics = NamenodeMetrics()
+async def start_namenode(
+    settings: NamenodeSettings,
+    store: Store,
+    leadership: Leadership,
+    metrics: NamenodeMetrics,
+    deposed: asyncio.Event,
+    listen: str,
+    registry_listen: str,
+) -> RunningNamenode:
+    """Load the namespace of a namenode that took the lease and start serving on
+    `listen` and `registry_listen`."""
     try:
-        await leadership.take()
         await store.open()
         parts = await open_namespace(settings, store, leadership, metrics.group_size.observe)
         monitor, lifecycle = await start_replica_health(settings, parts, leadership)
     except BaseException:
         await store.close()
         raise
-    leadership.start()
     status = ClusterStatus(parts.counts, parts.data, monitor, parts.namespace.default_blocksize)
     server_tls = settings.server_tls()
     principals = await load_principals(store) if server_tls is not None else None
     gate = Gate(principals)
     servicer = NamenodeServicer(parts, status, settings, metrics, gate)
-    metrics.add_gauges(lambda: gauges(servicer, parts, status, monitor))
     server = grpc.aio.server(options=channels.NAMENODE_SERVER)
     pb_grpc.add_NamenodeServicer_to_server(servicer, server)
     data = parts.data
@@ -95,25 +102,15 @@ async def start_namenode(settings: NamenodeSettings) -> RunningNamenode:
     pb_grpc.add_AccountsServicer_to_server(accounts, server)
     # One server, two ports: clients on `listen`; datanodes on `registry_listen`, which
     # requires their certificates (the registry refuses calls that came without one).
-    port = add_port(server, settings.listen, server_tls)
+    port = add_port(server, listen, server_tls)
     if port == 0:
-        raise ConfigError(f"cannot listen on {settings.listen}")
-    registry_port = add_port(server, settings.registry_listen, settings.registry_tls())
+        raise ConfigError(f"cannot listen on {listen}")
+    registry_port = add_port(server, registry_listen, settings.registry_tls())
     if registry_port == 0:
-        raise ConfigError(f"cannot listen on {settings.registry_listen} (registry_listen)")
+        raise ConfigError(f"cannot listen on {registry_listen} (registry_listen)")
     await server.start()
-    metrics_port = metrics.serve(settings.metrics_listen) if settings.metrics_listen else 0
     return RunningNamenode(
-        server,
-        port,
-        registry_port,
-        parts,
-        servicer,
-        leadership,
-        deposed,
-        monitor,
-        lifecycle,
-        metrics_port,
+        server, port, registry_port, parts, servicer, leadership, deposed, monitor, lifecycle
     )
 
 
@@ -124,13 +121,23 @@ async def load_principals(store: Store) -> Principals:
     return principals
 
 
-def gauges(
-    servicer: NamenodeServicer,
-    parts: NamespaceParts,
-    status: ClusterStatus,
-    monitor: ReplicationMonitor,
-) -> dict[str, tuple[str, float]]:
+def role_gauges(leadership: Leadership | None, takeovers: int) -> dict[str, tuple[str, float]]:
+    """Whether this namenode is the active one, its term, and how often it took over."""
+    active = leadership is not None and leadership.leading
+    return {
+        "pfs_namenode_active": ("1 while this namenode is the active one, 0 standing by", active),
+        "pfs_namenode_term": (
+            "The term this namenode serves in (0 standing by)",
+            leadership.term if active and leadership is not None else 0,
+        ),
+        "pfs_namenode_takeovers_total": ("Times this namenode became the active one", takeovers),
+    }
+
+
+def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
     """The values read at each scrape (names ending in _total are counters)."""
+    servicer, parts, monitor = running.servicer, running.parts, running.monitor
+    status = servicer.status
     txns = parts.transactions
     cache, stats, locks = parts.cache, txns.committer.stats, txns.locks
     registry, copies = parts.data.registry, monitor.stats
@@ -181,34 +188,152 @@ def gauges(
     }
 
 
+class _Daemon:
+    """One namenode process across its turns as standby and active: the addresses it
+    bound (kept from turn to turn), its metrics, and the current turn's parts."""
+
+    def __init__(self, settings: NamenodeSettings, stop: asyncio.Event) -> None:
+        self.settings = settings
+        self.stop = stop
+        self.listen, self.registry_listen = settings.listen, settings.registry_listen
+        self.metrics = NamenodeMetrics()
+        self.metrics.add_gauges(self.gauges)
+        self.metrics_port = 0
+        self.announced = False  # the ready file is written
+        self.leadership: Leadership | None = None
+        self.running: RunningNamenode | None = None
+        self.takeovers = 0
+
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        """Role gauges always, the active namenode's own while it is active."""
+        values = role_gauges(self.leadership, self.takeovers)
+        if self.running is not None:
+            values.update(gauges(self.running))
+        return values
+
+    async def run(self) -> None:
+        """Turns until stopped."""
+        if self.settings.metrics_listen:
+            self.metrics_port = self.metrics.serve(self.settings.metrics_listen)
+        while not self.stop.is_set():
+            await self._turn()
+
+    async def _turn(self) -> None:
+        """Stand by until the lease is taken, then serve until deposed or stopped."""
+        store = Store(self.settings.dsn, self.settings.read_pool_size, self.settings.commit_lanes)
+        deposed = asyncio.Event()
+        leadership = Leadership(
+            LeaseStore(self.settings.dsn, self.settings.lease_ttl / 3),
+            self.settings.lease_ttl,
+            lambda _: deposed.set(),
+            address=self.settings.advertised(self.listen),
+            unflushed=lambda: store.unflushed,
+        )
+        self.leadership = leadership
+        try:
+            await self._serve_turn(store, leadership, deposed)
+        finally:
+            await leadership.close()
+
+    async def _serve_turn(
+        self, store: Store, leadership: Leadership, deposed: asyncio.Event
+    ) -> None:
+        if not await self._stand_by(leadership):
+            return
+        self.takeovers += 1
+        leadership.start()  # renewals from now: loading the namespace may take a while
+        try:
+            running = await start_namenode(
+                self.settings, store, leadership, self.metrics, deposed,
+                self.listen, self.registry_listen,
+            )  # fmt: skip
+        except BaseException:
+            await leadership.stop(release=True)
+            raise
+        self.running = running
+        self._announce()
+        log.info("namenode active (term %d) on %s", leadership.term, self.listen)
+        sweeper = asyncio.create_task(_forget_expired_releases(store))
+        await _until(deposed.wait(), self.stop)
+        sweeper.cancel()
+        log.info("namenode stopping" if self.stop.is_set() else "deposed: dropping state")
+        await running.stop(self.settings.grace_seconds)
+        self.running = None
+
+    async def _stand_by(self, leadership: Leadership) -> bool:
+        """Bind the addresses with the standby's ports and take the lease, waiting as a
+        standby while another namenode holds it: True once taken, False if the process
+        is stopped first. The active server then binds the same addresses."""
+        standby = StandbyPorts(leadership.refusal)
+        port, registry_port = await standby.start(
+            self.listen, self.settings.server_tls(), self.registry_listen,
+            self.settings.registry_tls(),
+        )  # fmt: skip
+        try:
+            self.listen = f"{self.listen.rpartition(':')[0]}:{port}"
+            self.registry_listen = f"{self.registry_listen.rpartition(':')[0]}:{registry_port}"
+            leadership.address = self.settings.advertised(self.listen)
+            leadership.place = place_of(self.listen)  # bound: proven ours
+            if await _try_take(leadership):
+                return True
+            self._announce()
+            log.info("namenode standing by on %s", self.listen)
+            return await _until(leadership.take(), self.stop)
+        finally:
+            await standby.stop()
+
+    def _announce(self) -> None:
+        """The first time: log the addresses and write the ready file (the process is
+        up, as standby or active)."""
+        if self.announced:
+            return
+        self.announced = True
+        log.info("namenode on %s, datanodes' registry on %s", self.listen, self.registry_listen)
+        if self.metrics_port:
+            host = self.listen.rpartition(":")[0]
+            log.info("metrics on http://%s:%d/metrics", host, self.metrics_port)
+        ready = self.settings.ready_file
+        if ready is not None:
+            tmp = ready.with_suffix(".tmp")
+            tmp.write_text(f"{self.listen}\n{self.registry_listen}\n")
+            tmp.replace(ready)
+
+
 async def serve(settings: NamenodeSettings) -> None:
-    """Run until SIGTERM or SIGINT, then stop gracefully."""
-    running = await start_namenode(settings)
-    host = settings.listen.rpartition(":")[0]
-    address = f"{host}:{running.port}"
-    registry = f"{settings.registry_listen.rpartition(':')[0]}:{running.registry_port}"
-    log.info("namenode serving on %s, datanodes' registry on %s", address, registry)
-    if running.metrics_port:
-        log.info("metrics on http://%s:%d/metrics", host, running.metrics_port)
-    if settings.ready_file is not None:
-        tmp = settings.ready_file.with_suffix(".tmp")
-        tmp.write_text(f"{address}\n{registry}\n")
-        tmp.replace(settings.ready_file)
+    """Stand by until this namenode holds the lease, serve as the active one until
+    deposed (then stand by again) or until SIGTERM or SIGINT, then stop gracefully and
+    give the lease to a standby."""
+    applied = await migrate_database(settings.dsn)
+    if applied:
+        log.info("applied migrations %s", applied)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    sweeper = asyncio.create_task(_forget_expired_releases(running.parts.store))
-    deposed = asyncio.create_task(running.deposed.wait())
-    stopped = asyncio.create_task(stop.wait())
-    await asyncio.wait([deposed, stopped], return_when=asyncio.FIRST_COMPLETED)
-    log.info("namenode stopping")
-    sweeper.cancel()
-    deposed.cancel()
-    stopped.cancel()
-    await running.stop(settings.grace_seconds)
-    if running.leadership.deposed:
-        raise NotActiveError(running.leadership.deposed)
+    await _Daemon(settings, stop).run()
+
+
+async def _try_take(leadership: Leadership) -> bool:
+    """Take the lease now if nobody holds it (a namenode alone starts active at once)."""
+    try:
+        return await leadership.try_take()
+    except PlasmaError as exc:
+        log.warning("cannot take the lease yet: %s", exc)
+        return False
+
+
+async def _until(work: Awaitable[object], stop: asyncio.Event) -> bool:
+    """Run `work` until it ends (True) or `stop` is set first (False, `work` cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return False
 
 
 async def _forget_expired_releases(store: Store, period: float = 60.0) -> None:

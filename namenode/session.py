@@ -204,6 +204,7 @@ class Session:
         self._out_ready.set()
 
     async def _execute(self, op: str, request: pb.Request, response: pb.Response) -> None:
+        self.transactions.check_serving()
         handler = HANDLERS.get(op)
         if op == "begin":
             self._begin(request)

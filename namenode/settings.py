@@ -41,8 +41,17 @@ class NamenodeSettings(DaemonSettings):
     max_group: int = Field(default=512, ge=1, le=10_000)
     commit_lanes: int = Field(default=1, ge=1, le=16)
     ticket_ttl: float = Field(default=600.0, gt=0, description="seconds a block ticket lives")
-    leader_check_interval: float = Field(
-        default=1.0, gt=0, description="seconds between checks that the active lock is held"
+    lease_ttl: float = Field(
+        default=3.0,
+        ge=0.3,
+        le=600,
+        description="seconds the active namenode's lease lasts: a standby takes over this "
+        "long after the active one stopped renewing it (renewed every third of it)",
+    )
+    advertise: str = Field(
+        default="",
+        description="host:port clients reach this namenode at, as other namenodes show it "
+        "(default: listen)",
     )
     datanode_dead_after: float = Field(default=10.0, gt=0)
     replica_lost_after: float = Field(
@@ -96,6 +105,21 @@ class NamenodeSettings(DaemonSettings):
             return check_address(value, info.field_name or "listen", any_port=True)
         except PlasmaError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("advertise")
+    @classmethod
+    def _advertise_has_port(cls, value: str) -> str:
+        if not value:
+            return value
+        try:
+            return check_address(value, "advertise")
+        except PlasmaError as exc:
+            raise ValueError(str(exc)) from None
+
+    def advertised(self, listen: str) -> str:
+        """The address clients reach this namenode at: `advertise`, else `listen` (with
+        the port it bound)."""
+        return self.advertise or listen
 
     def registry_tls(self) -> ServerTLS | None:
         """TLS of the registry port: the server's certificate, and datanodes' client

@@ -10,7 +10,6 @@ import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 
@@ -138,7 +137,6 @@ class Store:
         # Groups acknowledged before their WAL flush and not known to be flushed since:
         # if PostgreSQL restarts meanwhile, they may be gone.
         self.unflushed = 0
-        self._holder: asyncpg.Connection | None = None
 
     async def open(self) -> None:
         """Connect the read pool and the commit connection."""
@@ -159,7 +157,7 @@ class Store:
         """Close every connection."""
         if self._pool is not None:
             await self._pool.close()
-        for conn in (*self._writers, self._holder):
+        for conn in self._writers:
             if conn is not None and not conn.is_closed():
                 await conn.close()
 
@@ -177,28 +175,6 @@ class Store:
             async with self._pool.acquire() as conn:
                 yield conn
 
-    async def hold_active_lock(self, key: int) -> bool:
-        """Take the session advisory lock that makes this namenode the active one, on a
-        connection of its own (a lock lost with an old connection is taken anew)."""
-        if self._holder is not None and not self._holder.is_closed():
-            self._holder.terminate()
-        with domain_errors("metadata store"):
-            self._holder = await self._connect("pfs-namenode-active")
-            return bool(await self._holder.fetchval("SELECT pg_try_advisory_lock($1)", key))
-
-    async def current_term(self) -> int:
-        """The term of the namenode that took the active lock last."""
-        return int(await self._on_holder("SELECT term FROM namenode_terms"))
-
-    async def take_term(self) -> int:
-        """The next term, taken by the holder of the active lock (waits for group commits
-        of the previous term that are being written)."""
-        return int(
-            await self._on_holder(
-                "UPDATE namenode_terms SET term = term + 1, taken_at = now() RETURNING term"
-            )
-        )
-
     async def read_grants_until(self) -> float:
         """No read ticket issued so far lives past this time (time.time())."""
         async with self._read() as conn:
@@ -215,23 +191,6 @@ class Store:
                    SET read_grants_until = greatest(read_grants_until, $1)""",
                 datetime.fromtimestamp(until, UTC),
             )
-
-    async def holder_alive(self, timeout: float) -> bool:
-        """True while the connection holding the active lock still answers."""
-        if self._holder is None or self._holder.is_closed():
-            return False
-        try:
-            with domain_errors("active lock"):
-                await self._holder.fetchval("SELECT 1", timeout=timeout)
-        except StorageError:
-            return False
-        return True
-
-    async def _on_holder(self, query: str) -> Any:
-        if self._holder is None:
-            raise StorageError("the active lock is not held")
-        with domain_errors("metadata store"):
-            return await self._holder.fetchval(query)
 
     # --- reads of committed state -------------------------------------------------
 

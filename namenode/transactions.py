@@ -52,6 +52,11 @@ class Transactions:
         """A new open transaction whose operations act as `who`."""
         return Txn(txn_id, LockOwner(f"{label}/{txn_id}"), lock_wait, who)
 
+    def check_serving(self) -> None:
+        """NotActiveError unless this namenode may answer requests now (it is the
+        active one and has proven its lease lately: no stale reads)."""
+        self._leadership.current_term()
+
     def writable(self, txn: Txn | None) -> Txn:
         """`txn`, once changes may be made in it: it is open, and this namenode may
         write (NotActiveError otherwise)."""

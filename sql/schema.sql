@@ -303,6 +303,9 @@ CREATE TABLE public.namenode_terms (
     term bigint NOT NULL,
     taken_at timestamp with time zone DEFAULT now() NOT NULL,
     read_grants_until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    holder text DEFAULT ''::text NOT NULL,
+    holder_address text DEFAULT ''::text NOT NULL,
+    lease_expires timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
     CONSTRAINT namenode_terms_singleton_check CHECK (singleton)
 );
 

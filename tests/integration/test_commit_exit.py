@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from plasmafs.core.errors import StorageError
+from plasmafs.namenode.lease_store import LeaseStore
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn, TxnState
 from tests.support.namespace_parts import CAPACITY, Opened, opened_namespace
@@ -19,7 +20,8 @@ from tests.support.namespace_parts import CAPACITY, Opened, opened_namespace
 @pytest.fixture
 async def namespace(dsn: str) -> AsyncIterator[Opened]:
     """A namespace over the test's database with one registered datanode."""
-    async with opened_namespace(Store(dsn, read_pool_size=2), dsn) as opened:
+    store, leases = Store(dsn, read_pool_size=2), LeaseStore(dsn, deadline=10.0)
+    async with opened_namespace(store, leases, dsn) as opened:
         yield opened
 
 
@@ -160,27 +162,3 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
     assert [t.state for t in txns] == [TxnState.COMMITTED, TxnState.ABORTED, TxnState.COMMITTED]
     assert namespace.committer.stats.groups - groups_before == 2  # written one by one
     assert len(namespace.locks) == 0
-
-
-async def test_a_group_written_across_its_own_namenodes_new_term_is_retried(
-    namespace: Opened, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, leadership = namespace.parts.store, namespace.leadership
-    original = store.apply
-    retook = False
-
-    async def retake_first(
-        changesets: object, lane: int, term: int, durable: bool = True
-    ) -> object:
-        nonlocal retook
-        if not retook:  # as when the lock's session ended and this namenode retook it
-            retook = True
-            leadership.term = await store.take_term()
-        return await original(changesets, lane, term, durable)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(store, "apply", retake_first)
-    txn = namespace.begin(1)
-    await namespace.create(txn, b"/f")
-    await namespace.commit(txn)
-    assert txn.state is TxnState.COMMITTED
-    assert leadership.deposed == ""

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from plasmafs.namenode.lease_store import LeaseStore
 from plasmafs.namenode.store import Store
 from tests.support.namespace_parts import Opened, opened_namespace
 from tests.unit.namenode import test_namespace_rules
@@ -21,5 +22,6 @@ globals().update(
 @pytest.fixture
 async def ns(dsn: str) -> AsyncIterator[Opened]:
     """A namespace over the test's PostgreSQL database."""
-    async with opened_namespace(Store(dsn, read_pool_size=2), dsn) as opened:
+    store, leases = Store(dsn, read_pool_size=2), LeaseStore(dsn, deadline=10.0)
+    async with opened_namespace(store, leases, dsn) as opened:
         yield opened

@@ -23,6 +23,7 @@ from plasmafs.core.errors import NotActiveError, StorageError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.inode_numbers import INODE_BATCH
 from plasmafs.namenode.inode_records import ROOT_INO, ExtentRow, Inode
+from plasmafs.namenode.lease_store import LeaseState, Renewal
 from plasmafs.namenode.store import DatanodeRow, ListedEntry
 
 
@@ -36,6 +37,44 @@ def _root() -> Inode:
     return Inode(attr)
 
 
+class MemoryLeases:
+    """The lease of `LeaseStore`, for one namenode in one process: always free to take,
+    never taken by anyone else, on the process's clock."""
+
+    def __init__(self) -> None:
+        self.term = 0
+        self.holder = ""
+        self.expires = 0.0
+
+    async def take(
+        self, place: str, holder: str, address: str, ttl: float
+    ) -> tuple[int, float] | None:
+        """The next term, unless another holder's lease runs."""
+        if self.holder and self.holder != holder and self.expires > time.time():
+            return None
+        self.term, self.holder, self.expires = self.term + 1, holder, time.time() + ttl
+        return self.term, 0.0
+
+    async def renew(self, term: int, ttl: float) -> Renewal:
+        """Extend the lease of `term`."""
+        if term != self.term:
+            return Renewal(False, 0.0)
+        self.expires = time.time() + ttl
+        return Renewal(True, 0.0)
+
+    async def release(self, term: int) -> None:
+        """End the lease of `term` now."""
+        if term == self.term:
+            self.expires = 0.0
+
+    async def state(self) -> LeaseState:
+        """The lease as it stands."""
+        return LeaseState(self.term, self.holder, "", self.expires - time.time(), 0.0)
+
+    async def close(self) -> None:
+        """Nothing to close."""
+
+
 class MemoryStore:
     """The committed namespace in dictionaries, behind `Store`'s methods."""
 
@@ -44,7 +83,7 @@ class MemoryStore:
         self.entries: dict[tuple[int, str], int] = {}
         self.extents: dict[int, list[ExtentRow]] = {}
         self.rows: list[DatanodeRow] = []
-        self.term = 0
+        self.leases = MemoryLeases()
         self.unflushed = 0
         self.groups = 0  # group commits applied
         self._next_ino = 2  # the inode_numbers sequence starts at 2
@@ -56,23 +95,6 @@ class MemoryStore:
 
     async def close(self) -> None:
         """Nothing to close."""
-
-    async def hold_active_lock(self, key: int) -> bool:
-        """Always granted: one namenode per memory store."""
-        return True
-
-    async def take_term(self) -> int:
-        """A new term."""
-        self.term += 1
-        return self.term
-
-    async def current_term(self) -> int:
-        """The newest term."""
-        return self.term
-
-    async def holder_alive(self, timeout: float) -> bool:
-        """True: the lock holder cannot be lost."""
-        return True
 
     async def read_grants_until(self) -> float:
         """No read grants were ever given."""
@@ -182,7 +204,7 @@ class MemoryStore:
     ) -> list[Inode]:
         """Apply `changesets` as `apply_group` does, in its order; the touched
         directories' new rows."""
-        if term != self.term:
+        if term != self.leases.term:
             raise NotActiveError(f"namenode term {term} has ended; another namenode is active")
         before = (
             dict(self.inodes),

@@ -14,6 +14,7 @@ from plasmafs.core.attributes import Attr
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.leadership import Leadership
+from plasmafs.namenode.lease_store import LeaseStore
 from plasmafs.namenode.locks import LockManager
 from plasmafs.namenode.principals import SUPERUSER, Principal
 from plasmafs.namenode.settings import NamenodeSettings
@@ -23,6 +24,7 @@ from plasmafs.namenode.transaction import Txn
 
 BLOCKSIZE = 64 * 1024
 CAPACITY = 64  # blocks of the one datanode registered
+LEASE_TTL = 30.0  # seconds: no standby competes, renewals only keep it valid
 
 
 @dataclass
@@ -59,12 +61,16 @@ class Opened:
 
 
 @contextlib.asynccontextmanager
-async def opened_namespace(store: Any, dsn: str | None = None) -> AsyncIterator[Opened]:
+async def opened_namespace(
+    store: Any, leases: Any, dsn: str | None = None
+) -> AsyncIterator[Opened]:
     """The namespace over `store` (a `Store`, or a stand-in with its methods) with one
-    registered datanode of CAPACITY blocks."""
+    registered datanode of CAPACITY blocks, active under `leases` (a `LeaseStore`, or
+    a stand-in)."""
     real = cast(Store, store)
-    leadership = Leadership(real, check_interval=1.0, on_deposed=lambda reason: None)
+    leadership = Leadership(cast(LeaseStore, leases), LEASE_TTL, on_deposed=lambda reason: None)
     await leadership.take()
+    leadership.start()
     await real.open()
     settings = NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE)
     parts = await open_namespace(settings, real, leadership)
@@ -75,4 +81,6 @@ async def opened_namespace(store: Any, dsn: str | None = None) -> AsyncIterator[
         yield Opened(parts, leadership)
     finally:
         await parts.stop()
+        await leadership.stop()
+        await leadership.close()
         await real.close()

@@ -35,7 +35,8 @@ ALICE = Principal("alice", 1000, 1000, frozenset({1000}), False, 1, None)
 @pytest.fixture
 async def ns() -> AsyncIterator[Opened]:
     """A namespace over a fresh `MemoryStore`."""
-    async with opened_namespace(MemoryStore()) as opened:
+    store = MemoryStore()
+    async with opened_namespace(store, store.leases) as opened:
         yield opened
 
 

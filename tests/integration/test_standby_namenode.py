@@ -1,0 +1,165 @@
+"""Standby namenodes on one host: a second namenode stands by and takes over, under a
+create load through clients that know both, when the active one is killed, stopped or
+paused past its lease; no acknowledged create is lost, and an old active that comes
+back stands by."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from plasmafs.client import Client, ConnectionLostError
+from tests.support.cluster import NamenodeProcess
+from tests.support.create_load import CreateLoad
+
+LEASE_TTL = 1.0  # seconds: takeovers within a few seconds
+
+
+@dataclass
+class Pair:
+    """Two namenodes of one database: `active` started first, `standby` after it."""
+
+    active: NamenodeProcess
+    standby: NamenodeProcess
+
+    @property
+    def addresses(self) -> str:
+        """Both, as a client lists them."""
+        return f"{self.active.address},{self.standby.address}"
+
+
+@pytest.fixture
+async def pair(dsn: str, tmp_path: Path) -> AsyncIterator[Pair]:
+    """An active namenode and a standby, with /load made."""
+    env = {"PFS_NAMENODE_LEASE_TTL": str(LEASE_TTL)}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    active = NamenodeProcess(dsn, tmp_path / "a", env=env)
+    standby = NamenodeProcess(dsn, tmp_path / "b", env=env)
+    try:
+        await asyncio.to_thread(active.start)
+        await asyncio.to_thread(standby.start)
+        async with Client(active.address) as fs:
+            await fs.mkdir("/load")
+        yield Pair(active, standby)
+    finally:
+        for namenode in (active, standby):
+            if namenode.proc is not None and namenode.proc.poll() is None:
+                os.kill(namenode.proc.pid, signal.SIGCONT)  # a paused one must hear SIGTERM
+            namenode.stop()
+
+
+async def _refused_as_standby(address: str) -> None:
+    with pytest.raises(ConnectionLostError, match="standby"):
+        async with Client(address, connect_timeout=5) as fs:
+            await fs.ping()
+
+
+async def _until_logged(namenode: NamenodeProcess, text: str, timeout: float = 30) -> None:
+    async with asyncio.timeout(timeout):
+        while text not in namenode.log_tail(400):
+            await asyncio.sleep(0.05)
+
+
+async def _all_present(addresses: str, load: CreateLoad) -> None:
+    async with Client(addresses) as fs:
+        names = set(await fs.listdir("/load"))
+    missing = set(load.acknowledged) - names
+    assert not missing, f"{len(missing)} acknowledged creates lost"
+
+
+async def test_a_standby_refuses_clients_and_names_the_active_one(pair: Pair) -> None:
+    await _refused_as_standby(pair.standby.address)
+    async with Client(pair.addresses) as fs:  # the client finds the active one
+        await fs.create("/load/x")
+        assert (await fs.connection()).address == pair.active.address
+
+
+async def test_the_standby_takes_over_when_the_active_is_killed(pair: Pair) -> None:
+    load = CreateLoad(pair.addresses)
+    try:
+        load.start()
+        await load.wait_for_progress()
+        pair.active.kill9()
+        killed = time.monotonic()
+        await load.wait_for_progress()
+        assert any(t > killed for t in load.acknowledged_at)
+        await _until_logged(pair.standby, "namenode active")
+        await load.wait_for_progress()
+        await load.stop()
+        await _all_present(pair.addresses, load)
+        # The old active comes back as a standby, never as a second active one.
+        await asyncio.to_thread(pair.active.start)
+        await _until_logged(pair.active, "standing by")
+        await _refused_as_standby(pair.active.address)
+    finally:
+        await load.stop()
+
+
+async def test_a_stopped_active_hands_its_lease_over_at_once(pair: Pair) -> None:
+    load = CreateLoad(pair.addresses)
+    try:
+        load.start()
+        await load.wait_for_progress()
+        await asyncio.to_thread(pair.active.stop)
+        assert "lease of term" in pair.active.log_tail(100)  # released, not left to expire
+        await load.wait_for_progress()
+        await load.stop()
+        await _all_present(pair.addresses, load)
+    finally:
+        await load.stop()
+
+
+async def test_an_active_paused_past_its_lease_is_deposed_and_stands_by(pair: Pair) -> None:
+    load = CreateLoad(pair.addresses)
+    assert pair.active.proc is not None
+    try:
+        load.start()
+        await load.wait_for_progress()
+        os.kill(pair.active.proc.pid, signal.SIGSTOP)
+        try:
+            await _until_logged(pair.standby, "namenode active")
+            await load.wait_for_progress()
+        finally:
+            os.kill(pair.active.proc.pid, signal.SIGCONT)
+        await _until_logged(pair.active, "no longer the active one")
+        await _until_logged(pair.active, "standing by")
+        await _refused_as_standby(pair.active.address)
+        await load.wait_for_progress()
+        await load.stop()
+        await _all_present(pair.addresses, load)
+    finally:
+        await load.stop()
+
+
+async def test_a_namenode_restarted_on_its_address_takes_over_at_once(
+    dsn: str, tmp_path: Path
+) -> None:
+    # With a lease of ten minutes, only the proof of its address explains a takeover.
+    env = {"PFS_NAMENODE_LEASE_TTL": "600"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = NamenodeProcess(dsn, tmp_path / "a", env=env)
+    other = NamenodeProcess(dsn, tmp_path / "b", env=env)
+    try:
+        await asyncio.to_thread(first.start)
+        async with Client(first.address) as fs:
+            await fs.create("/before")
+        first.kill9()
+        await asyncio.to_thread(other.start)  # another address proves nothing: it waits
+        await _refused_as_standby(other.address)
+        await asyncio.to_thread(first.start)
+        async with Client(first.address) as fs:
+            await fs.create("/after")
+            assert await fs.exists("/before")
+        await _refused_as_standby(other.address)
+    finally:
+        first.stop()
+        other.stop()
