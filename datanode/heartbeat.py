@@ -10,7 +10,10 @@ a copy task ends or a verification is done, so that the next work comes without
 waiting a period. A namenode that forgot this datanode (NOT_FOUND: it restarted, or
 declared it dead and removed it) is registered with again, and the registration
 (datanode id, ticket secret) is updated in place; a namenode that does not answer is
-logged and tried again every period.
+logged and tried again every period. With standby namenodes the datanode knows every
+registry address: a call the namenode it talks to refuses as a standby, or that finds
+nobody there, goes on to the next address, and the datanode stays with whichever
+answers (after a failover: the new active namenode).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import contextlib
 import functools
 import logging
 from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from plasmafs.core import channel_options as channels
 from plasmafs.core.errors import ConfigError, NotFoundError, PlasmaError
@@ -46,10 +51,13 @@ LINK_CHANNEL = [
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
+# A standby refuses (UNAVAILABLE), a dead or cut-off namenode does not answer: the
+# call goes to the next namenode.
+_ELSEWHERE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class NamenodeLink:
-    """The DatanodeRegistry calls over one channel to the namenode."""
+    """The DatanodeRegistry calls, over a channel to each namenode, to the active one."""
 
     def __init__(
         self,
@@ -66,12 +74,33 @@ class NamenodeLink:
         self.address = address
         self.local_socket = local_socket
         self.period = 1.0  # seconds between heartbeats, as the namenode says at registration
-        self._channel = open_channel(settings.namenode, LINK_CHANNEL, tls)
-        self._stub = pb_grpc.DatanodeRegistryStub(self._channel)
+        self.addresses = settings.registry_addresses()
+        self._channels = [open_channel(a, LINK_CHANNEL, tls) for a in self.addresses]
+        self._stubs = [pb_grpc.DatanodeRegistryStub(c) for c in self._channels]
+        self._current = 0  # the namenode that answered last
+
+    @property
+    def namenode(self) -> str:
+        """The registry address calls go to now."""
+        return self.addresses[self._current]
 
     async def close(self) -> None:
-        """Close the channel."""
-        await self._channel.close()
+        """Close the channels."""
+        for channel in self._channels:
+            await channel.close()
+
+    async def _call(self, method: str, request: Message, timeout: float) -> Any:
+        """`method` of the namenode that answered last, else of the next ones in turn
+        (each once) while they stand by or cannot be reached."""
+        for attempt in range(len(self._stubs)):
+            stub = self._stubs[self._current]
+            try:
+                return await getattr(stub, method)(request, timeout=timeout)
+            except grpc.RpcError as exc:
+                if exc.code() not in _ELSEWHERE or attempt == len(self._stubs) - 1:
+                    raise
+                self._current = (self._current + 1) % len(self._stubs)
+        raise AssertionError("unreachable")
 
     async def register(self, timeout: float | None = None) -> None:
         """Register (retrying while the namenode does not answer, up to `timeout`
@@ -90,17 +119,15 @@ class NamenodeLink:
         deadline = loop.time() + limit
         while True:
             try:
-                reply = await self._stub.Register(request, timeout=10)
+                reply = await self._call("Register", request, timeout=10)
                 break
             except grpc.RpcError as exc:
-                if exc.code() not in (
-                    grpc.StatusCode.UNAVAILABLE,
-                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                ):
+                if exc.code() not in _ELSEWHERE:
                     raise error_from_rpc(exc) from exc
                 if loop.time() > deadline:
                     raise ConfigError(
-                        f"the namenode at {self.settings.namenode} did not answer within {limit:g}s"
+                        f"no namenode at {self.settings.namenode} took the registration "
+                        f"within {limit:g}s: {exc.details()}"
                     ) from exc
                 await asyncio.sleep(RETRY_PAUSE)
         previous = self.registration.datanode_id
@@ -110,14 +137,17 @@ class NamenodeLink:
         if previous and previous != reply.datanode_id:
             log.warning("registered again as datanode %d (was %d)", reply.datanode_id, previous)
         log.info(
-            "registered as datanode %d (volume %s)", reply.datanode_id, self.volume.info.identity
+            "registered as datanode %d (volume %s) at %s",
+            reply.datanode_id,
+            self.volume.info.identity,
+            self.namenode,
         )
 
     async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
         """One heartbeat; a failure raises the plasmafs error it stands for."""
         try:
-            reply: pb.HeartbeatReply = await self._stub.Heartbeat(
-                request, timeout=max(5.0, 2 * self.period)
+            reply: pb.HeartbeatReply = await self._call(
+                "Heartbeat", request, timeout=max(5.0, 2 * self.period)
             )
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from exc
@@ -133,7 +163,7 @@ class NamenodeLink:
             limit=USED_BLOCKS_PAGE,
         )
         try:
-            reply = await self._stub.UsedBlocks(request, timeout=30)
+            reply = await self._call("UsedBlocks", request, timeout=30)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from exc
         return [(r.block_start, r.block_count) for r in reply.ranges], reply.more

@@ -35,7 +35,8 @@ class DatanodeSettings(DaemonSettings):
     advertise: str | None = Field(default=None, description="host:port clients use")
     namenode: str = Field(
         default="127.0.0.1:7531",
-        description="the namenode's registry address (its registry_listen), host:port",
+        description="the namenode's registry address (its registry_listen), host:port; "
+        "with standby namenodes, every one's, comma-separated",
     )
     host_identity: str = Field(default_factory=socket.gethostname)
     sync: str = Field(
@@ -85,6 +86,20 @@ class DatanodeSettings(DaemonSettings):
     @classmethod
     def _sizes(cls, value: str | int) -> int:
         return parse_size(value)
+
+    @field_validator("namenode")
+    @classmethod
+    def _registry_addresses(cls, value: str) -> str:
+        try:
+            for address in value.split(","):
+                check_address(address.strip(), "namenode")
+        except PlasmaError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    def registry_addresses(self) -> list[str]:
+        """The registry address of every namenode, active or standby."""
+        return [a.strip() for a in self.namenode.split(",")]
 
     @field_validator("blocksize")
     @classmethod

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, ConnectionLostError
-from tests.support.cluster import NamenodeProcess
+from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY
+from tests.support.cluster import DatanodeProcess, NamenodeProcess
 from tests.support.create_load import CreateLoad
 
 LEASE_TTL = 1.0  # seconds: takeovers within a few seconds
@@ -38,7 +39,11 @@ class Pair:
 @pytest.fixture
 async def pair(dsn: str, tmp_path: Path) -> AsyncIterator[Pair]:
     """An active namenode and a standby, with /load made."""
-    env = {"PFS_NAMENODE_LEASE_TTL": str(LEASE_TTL)}
+    env = {
+        "PFS_NAMENODE_LEASE_TTL": str(LEASE_TTL),
+        "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(TEST_BLOCKSIZE),
+        "PFS_NAMENODE_HEARTBEAT_MS": "200",
+    }
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     active = NamenodeProcess(dsn, tmp_path / "a", env=env)
@@ -163,3 +168,31 @@ async def test_a_namenode_restarted_on_its_address_takes_over_at_once(
     finally:
         first.stop()
         other.stop()
+
+
+async def test_datanodes_follow_the_takeover_and_data_goes_on(
+    pair: Pair, tmp_path: Path
+) -> None:
+    registries = f"{pair.active.registry_address},{pair.standby.registry_address}"
+    datanodes = [
+        DatanodeProcess(tmp_path / f"dn{k}", registries, TEST_CAPACITY, TEST_BLOCKSIZE)
+        for k in (1, 2)
+    ]
+    try:
+        for datanode in datanodes:
+            await asyncio.to_thread(datanode.start)
+        before = os.urandom(3 * TEST_BLOCKSIZE + 5)
+        async with Client(pair.addresses) as fs:
+            await fs.write_file("/load/before", before, replication=2)
+            pair.active.kill9()
+            after = os.urandom(2 * TEST_BLOCKSIZE)
+            async with asyncio.timeout(60):  # both datanodes heard from by the new active
+                while (await fs.fsstat()).live_datanodes < 2:
+                    await asyncio.sleep(0.1)
+            await fs.write_file("/load/after", after, replication=2)
+            assert await fs.read_file("/load/before") == before
+            assert await fs.read_file("/load/after") == after
+            assert (await fs.connection()).address == pair.standby.address
+    finally:
+        for datanode in datanodes:
+            datanode.stop()
