@@ -452,15 +452,23 @@ def cmd_local(args: argparse.Namespace) -> int:
     elif args.action == "up":
         if args.datanodes is not None and args.datanodes < 0:
             raise InvalidArgumentError("--datanodes must be >= 0")
+        if args.namenodes is not None and args.namenodes < 1:
+            raise InvalidArgumentError("--namenodes must be >= 1")
         state, started = cluster.up(
             home,
             args.datanodes,
             parse_size(args.capacity) if args.capacity else None,
             parse_size(args.blocksize) if args.blocksize else None,
+            args.namenodes,
         )
         verb = "started" if started else "already running"
         print(f"local cluster {verb} in {home}")
-        print(f"  namenode:   {state.namenode_address} (pid {state.namenode_pid})")
+        namenodes = [(state.namenode_address, state.namenode_pid)]
+        namenodes += [(str(n["address"]), int(str(n["pid"]))) for n in state.standbys]
+        roles = cluster.namenode_roles([a for a, _ in namenodes], home) if state.standbys else {}
+        for address, pid in namenodes:
+            role = f", {roles[address]}" if roles else ""
+            print(f"  namenode:   {address} (pid {pid}{role})")
         for k, d in enumerate(state.datanodes, start=1):
             print(f"  datanode {k}: {d['address']} (pid {d['pid']}, {d['dir']})")
         if state.metrics_address:

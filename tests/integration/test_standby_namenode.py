@@ -170,9 +170,7 @@ async def test_a_namenode_restarted_on_its_address_takes_over_at_once(
         other.stop()
 
 
-async def test_datanodes_follow_the_takeover_and_data_goes_on(
-    pair: Pair, tmp_path: Path
-) -> None:
+async def test_datanodes_follow_the_takeover_and_data_goes_on(pair: Pair, tmp_path: Path) -> None:
     registries = f"{pair.active.registry_address},{pair.standby.registry_address}"
     datanodes = [
         DatanodeProcess(tmp_path / f"dn{k}", registries, TEST_CAPACITY, TEST_BLOCKSIZE)
