@@ -6,13 +6,13 @@ read request (with its ticket, checked as on the gRPC path) is answered by filli
 segment and telling where the bytes are. Nothing crosses a socket but a few dozen
 bytes per request, and the segment only ever holds data this connection's tickets
 allowed. When either side goes away the segment is freed with the last descriptor.
-The connections are pooled here for local writes too (localwrite.py).
+The connections are pooled here for local writes too (shm_write.py).
 
 Whether to use it: the replica's datanode must name this host (its host identity,
-default the hostname) and a socket path that exists here, and PFS_LOCAL_READS must not
-be "0". Any failure of the local path falls back to gRPC, a refusal too: a datanode
-serves a bounded number of local-read connections and answers any more with
-UnavailableError.
+`core/host_identity.py`: the host name and network namespace by default) and a socket
+path that exists here, and PFS_LOCAL_READS must not be "0". Any failure of the local
+path falls back to gRPC, a refusal too: a datanode serves a bounded number of
+local-read connections and answers any more with UnavailableError.
 """
 
 from __future__ import annotations
@@ -28,16 +28,12 @@ from collections.abc import AsyncGenerator
 
 from plasmafs.core.attributes import Replica
 from plasmafs.core.errors import PlasmaError, UnavailableError, error_from_wire
+from plasmafs.core.host_identity import host_identity
 from plasmafs.core.proto import datanode_pb2 as dpb
 from plasmafs.core.shm_framing import body_length, frame, recv_exact, slot_size
 
 READ_DEPTH = 2  # local read requests in flight per read_range, one connection each
 MAX_IDLE = 8  # idle connections kept per datanode socket (each holds a segment there)
-
-
-def host_identity() -> str:
-    """This host's identity, as datanodes on it register it."""
-    return os.environ.get("PFS_HOST_IDENTITY") or socket.gethostname()
 
 
 def local_reads_enabled() -> bool:

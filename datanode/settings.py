@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import ClassVar
 
@@ -11,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from plasmafs.core.errors import PlasmaError
+from plasmafs.core.host_identity import host_identity
 from plasmafs.core.runtime.daemon import DaemonSettings
 from plasmafs.core.sizes import parse_size
 from plasmafs.core.value_checks import check_address, check_blocksize
@@ -38,7 +38,11 @@ class DatanodeSettings(DaemonSettings):
         description="the namenode's registry address (its registry_listen), host:port; "
         "with standby namenodes, every one's, comma-separated",
     )
-    host_identity: str = Field(default_factory=socket.gethostname)
+    host_identity: str = Field(
+        default_factory=host_identity,
+        description="the host clients compare with their own to read through shared "
+        "memory (default: host name and network namespace)",
+    )
     sync: str = Field(
         default="direct",
         description="direct (default: O_DIRECT writes, then fdatasync, and local reads "
