@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -215,17 +216,19 @@ def start_daemon(
     args: list[str],
     timeout: float = 30.0,
     extra_env: dict[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> tuple[subprocess.Popen[bytes], list[str]]:
-    """Run `python -m ARGS --ready-file ...` detached, logging to WORKDIR/ROLE.log, and
-    wait until it reports its addresses (or fails, with its last log line as the error);
-    returns the process and the addresses (a line each in the ready file). The local
-    cluster, the tests and the benchmarks all start their daemons here."""
+    """Run `python -m ARGS --ready-file ...` detached (behind `prefix`, e.g. `ip netns
+    exec NAME`), logging to WORKDIR/ROLE.log, and wait until it reports its addresses
+    (or fails, with its last log line as the error); returns the process and the
+    addresses (a line each in the ready file). The local cluster, the tests, the
+    benchmarks and the multi-host harness all start their daemons here."""
     ready = workdir / f"{role}.ready"
     ready.unlink(missing_ok=True)
     log_path = workdir / f"{role}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *args, "--ready-file", str(ready)],
+            [*prefix, sys.executable, "-m", *args, "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

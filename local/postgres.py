@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,11 @@ class LocalPostgres:
 
     datadir: Path
     port: int
+    host: str = "127.0.0.1"
 
     def dsn(self, database: str = "postgres") -> str:
         """Connection string for `database`, as user postgres over TCP."""
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://postgres@{self.host}:{self.port}/{database}"
 
 
 def program_path(program: str) -> Path:
@@ -61,13 +63,21 @@ def program_path(program: str) -> Path:
     return Path(_embedded().__file__).parent / "pginstall" / "bin" / program
 
 
-def run_program(program: str, args: list[str], datadir: Path, timeout: float) -> None:
+def run_program(
+    program: str,
+    args: list[str],
+    datadir: Path,
+    timeout: float,
+    prefix: Sequence[str] = (),
+) -> None:
     """Run the wheel's `program` (initdb, pg_ctl) on `datadir`, as the system user when
-    we are root; raises CalledProcessError with the program's output, or TimeoutExpired."""
+    we are root (behind `prefix`, e.g. `ip netns exec NAME`); raises CalledProcessError
+    with the program's output, or TimeoutExpired."""
     command = [str(program_path(program)), "-D", str(datadir), *args]
     user = _run_as()
     if user is not None:
         command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *command]
+    command = [*prefix, *command]
     # Files, not pipes: the server pg_ctl starts would hold a pipe open and hang the wait.
     with tempfile.TemporaryFile() as output:
         completed = subprocess.run(
@@ -108,8 +118,18 @@ def _prepare_datadir(datadir: Path, user: str | None) -> None:
     datadir.chmod(0o700)
 
 
-def start_postgres(datadir: Path, port: int | None = None, timeout: float = 60.0) -> LocalPostgres:
-    """Initialize `datadir` if needed and start a server on 127.0.0.1:`port`."""
+def start_postgres(
+    datadir: Path,
+    port: int | None = None,
+    timeout: float = 60.0,
+    *,
+    listen: str = "127.0.0.1",
+    trusted: str = "",
+    prefix: Sequence[str] = (),
+) -> LocalPostgres:
+    """Initialize `datadir` if needed and start a server on `listen`:`port` (behind
+    `prefix`, e.g. in a network namespace), trusting connections from the network
+    `trusted` (CIDR) besides this host's."""
     user = _run_as()
     datadir = datadir.resolve()
     _prepare_datadir(datadir, user)
@@ -117,24 +137,27 @@ def start_postgres(datadir: Path, port: int | None = None, timeout: float = 60.0
         if not (datadir / "PG_VERSION").exists():
             initdb = ["--auth=trust", "--encoding=UTF8", "--locale=C", "-U", "postgres"]
             run_program("initdb", initdb, datadir, timeout)
+            if trusted:
+                with (datadir / "pg_hba.conf").open("a") as hba:
+                    hba.write(f"host all all {trusted} trust\n")
         port = port or free_port()
-        options = f"-h 127.0.0.1 -p {port} -k {datadir} -c max_connections=200"
+        options = f"-h {listen} -p {port} -k {datadir} -c max_connections=200"
         start = ["-w", "-t", str(int(timeout)), "-o", options, "-l", str(datadir / "server.log")]
-        run_program("pg_ctl", [*start, "start"], datadir, timeout + 5)
+        run_program("pg_ctl", [*start, "start"], datadir, timeout + 5, prefix)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         log = datadir / "server.log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         said = getattr(exc, "output", None) or ""
         raise StorageError(f"PostgreSQL did not start in {datadir}: {exc}\n{said}{tail}") from exc
-    return LocalPostgres(datadir, port)
+    return LocalPostgres(datadir, port, listen)
 
 
-def stop_postgres(datadir: Path, timeout: float = 60.0) -> None:
+def stop_postgres(datadir: Path, timeout: float = 60.0, prefix: Sequence[str] = ()) -> None:
     """Stop the server of `datadir` (fast shutdown: sessions end, data is safe)."""
     if not (datadir / "postmaster.pid").exists():
         return
     try:
-        run_program("pg_ctl", ["-w", "-m", "fast", "stop"], datadir.resolve(), timeout)
+        run_program("pg_ctl", ["-w", "-m", "fast", "stop"], datadir.resolve(), timeout, prefix)
     except subprocess.CalledProcessError as exc:
         if (datadir / "postmaster.pid").exists():
             raise StorageError(f"could not stop PostgreSQL in {datadir}: {exc}") from exc
