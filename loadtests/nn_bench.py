@@ -43,6 +43,7 @@ from loadtests.locust_report import DEFAULT_RESULTS, NN_BENCH_JSON
 from plasmafs.client import Client, SyncClient
 from plasmafs.client.accounts import accounts
 from plasmafs.core.tls import ChannelTLS
+from plasmafs.local.cluster import daemon_tls_env, start_namenode_process, stop_process
 
 CONCURRENCY = (1, 8, 64)
 
@@ -185,6 +186,7 @@ def run(seconds: float) -> dict[str, Any]:
             echo_proc.terminate()
             echo_proc.wait()
     figures["security"] = security_costs(seconds)
+    figures["standby"] = standby_costs(seconds)
     c1, c64 = figures["c1"], figures["c64"]
     figures["ratios"] = {
         "lookup64_over_echo64": round(c64["lookup"] / c64["echo_unary"], 2),
@@ -234,6 +236,47 @@ def security_costs(seconds: float) -> dict[str, Any]:
         result[f"{what}_superuser_ratio"] = round(
             result[f"{what}_superuser"] / result[f"{what}_off"], 3
         )
+    return result
+
+
+STANDBY_ROUNDS = 3  # interleaved rounds alone / with a standby (the median is kept)
+
+
+def standby_costs(seconds: float) -> dict[str, Any]:
+    """Lookups and create+commit at 64 in flight on the active namenode alone, and with
+    a standby namenode of the same database running beside it (polling the lease),
+    in interleaved rounds; medians and their ratios."""
+    samples: dict[str, list[float]] = {}
+    with bench_cluster() as cluster:
+        pid, pg = cluster.namenode_pid, cluster.pg.datadir
+        env = {
+            "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(1024 * 1024),
+            **daemon_tls_env(cluster.workdir, "namenode", "namenode"),
+        }
+
+        def connect() -> Client:
+            return Client(cluster.namenode_address)
+
+        for _ in range(STANDBY_ROUNDS):
+            for setting in ("alone", "standby"):
+                standby = 0
+                if setting == "standby":
+                    workdir = cluster.workdir / "standby"
+                    workdir.mkdir(exist_ok=True)
+                    standby, _, _ = start_namenode_process(
+                        workdir, cluster.dsn(), "127.0.0.1:0", "127.0.0.1:0", extra_env=env
+                    )
+                try:
+                    lk = uvloop.run(lookups(connect, 64, seconds, pid, pg))
+                    cr = uvloop.run(creates(connect, 64, seconds, pid, pg, one_shot=False))
+                finally:
+                    if standby:
+                        stop_process(standby, "plasmafs.namenode")
+                samples.setdefault(f"lookup_{setting}", []).append(lk.per_second)
+                samples.setdefault(f"create_{setting}", []).append(cr.per_second)
+    result: dict[str, Any] = {k: round(statistics.median(v)) for k, v in samples.items()}
+    for what in ("lookup", "create"):
+        result[f"{what}_ratio"] = round(result[f"{what}_standby"] / result[f"{what}_alone"], 3)
     return result
 
 
@@ -313,6 +356,8 @@ def markdown(f: dict[str, Any], command: str) -> str:
         "when acknowledged.",
         "",
         *_security_table(f["security"]),
+        "",
+        *_standby_table(f["standby"]),
     ]
     return "\n".join(lines)
 
@@ -344,6 +389,24 @@ def _security_table(s: dict[str, Any]) -> list[str]:
         "",
         f"Connecting (TCP, TLS handshake, token check) and closing: {s['connect_on']} ms with "
         f"security, {s['connect_off']} ms without (median of {CONNECTS}, each round).",
+    ]
+
+
+def _standby_table(s: dict[str, Any]) -> list[str]:
+    """The active namenode alone against with a standby beside it, same run."""
+    return [
+        "### What a standby namenode costs",
+        "",
+        "64 in flight on the active namenode, alone and with a standby namenode of the",
+        "same database running (it polls the lease twice a second), measured in",
+        f"{STANDBY_ROUNDS} interleaved rounds; medians. Target: within 5% (ratio >= 0.95).",
+        "",
+        "| | alone | with a standby | ratio |",
+        "|---|---:|---:|---:|",
+        f"| lookups/s | {s['lookup_alone']:,} | {s['lookup_standby']:,} | "
+        f"**{s['lookup_ratio']}** |",
+        f"| create+commit/s | {s['create_alone']:,} | {s['create_standby']:,} | "
+        f"**{s['create_ratio']}** |",
     ]
 
 
