@@ -27,6 +27,7 @@ from plasmafs.core.errors import (
     InvalidArgumentError,
     NotFoundError,
     PlasmaError,
+    UnavailableError,
 )
 from plasmafs.core.sizes import parse_size as _parse_size
 from plasmafs.core.value_checks import MAX_REPLICATION
@@ -365,6 +366,12 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
         return
     if action == "datanodes":
         print(health.datanode_table(await fs.datanodes()))
+        return
+    if action == "namenodes":
+        roles = await fs.namenodes()
+        print(health.namenode_table(roles))
+        if not any(r.role == "active" for r in roles):
+            raise UnavailableError("no namenode is active")
         return
     datanode_id = int(args.datanode_id)  # checked before connecting
     if action == "decommission":

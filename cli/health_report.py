@@ -1,8 +1,10 @@
 """How the CLI shows replica health: `pfs fsck` reports in the shape of `hdfs fsck`, and
-the `pfs admin datanodes` table. Pure functions of the values plasmafs.client.admin
-returns, so they are tested without a cluster."""
+the `pfs admin datanodes` and `pfs admin namenodes` tables. Pure functions of the
+values the client library returns, so they are tested without a cluster."""
 
 from __future__ import annotations
+
+import time
 
 from plasmafs.cli.formatting import aligned, human_bytes, table
 from plasmafs.client.admin import (
@@ -12,6 +14,7 @@ from plasmafs.client.admin import (
     FsckFile,
     FsckSummary,
 )
+from plasmafs.client.failover import NamenodeRole
 from plasmafs.core.attributes import ReplicaState
 
 # What a block group can be, most serious first, with how fsck names it.
@@ -121,6 +124,26 @@ def datanode_state(d: DatanodeStatus) -> str:
 
 
 DATANODE_HEADER = ("ID", "ADDRESS", "STATE", "CAPACITY", "USED", "BLOCKS", "HEARTBEAT", "COPIES")
+
+
+NAMENODE_HEADER = ("ADDRESS", "ROLE", "TERM", "ACTIVE SINCE")
+
+
+def namenode_table(roles: list[NamenodeRole]) -> str:
+    """The `pfs admin namenodes` table (why a namenode does not answer, below it)."""
+    rows = [NAMENODE_HEADER] + [
+        (
+            r.address,
+            r.role,
+            str(r.term) if r.role == "active" else "-",
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.since))
+            if r.role == "active"
+            else "-",
+        )
+        for r in roles
+    ]
+    notes = [f"{r.address}: {r.detail}" for r in roles if r.role == "not answering"]
+    return "\n".join([table(rows), *notes])
 
 
 def datanode_table(datanodes: list[DatanodeStatus]) -> str:

@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="admin_command", required=True, metavar="ACTION", parser_class=CommandParser
     )
     actions.add_parser("datanodes", help="list datanodes: state, space, blocks, copy work")
+    actions.add_parser(
+        "namenodes", help="each configured namenode: active (its term, since when) or standby"
+    )
     for action, text in [
         ("decommission", "copy a datanode's replicas elsewhere and take no new data on it"),
         ("recommission", "undo a decommission"),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from plasmafs.client import config
 from plasmafs.client.connection import Connection
-from plasmafs.client.failover import connect_to_active, retrying
+from plasmafs.client.failover import NamenodeRole, connect_to_active, namenode_roles, retrying
 from plasmafs.client.session_requests import SessionRequests
 from plasmafs.client.transaction import (
     DEFAULT_PAGE,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 DEFAULT_FAILOVER_TIMEOUT = 30.0  # seconds a client of several namenodes waits for one
+ROLE_TIMEOUT = 3.0  # seconds a namenode has to answer what its role is
 
 
 class Client:
@@ -178,6 +179,12 @@ class Client:
     async def ping(self) -> str:
         """The namenode's version string."""
         return (await (await self.connection()).ping()).version
+
+    async def namenodes(self) -> list[NamenodeRole]:
+        """The role of every namenode this client knows: active (its term, since when),
+        standby, or not answering."""
+        timeout = min(self.connect_timeout, ROLE_TIMEOUT)
+        return await namenode_roles(self.addresses, timeout, self.tls, self.token)
 
     async def request_counts(self) -> dict[str, int]:
         """How many requests of each operation the namenode has served (all clients)."""

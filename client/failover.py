@@ -20,6 +20,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from plasmafs.client.connection import Connection
@@ -124,3 +125,39 @@ async def retrying(
                 raise
             with contextlib.suppress(PlasmaError):
                 await drop(conn)
+
+
+@dataclass(frozen=True, slots=True)
+class NamenodeRole:
+    """What one namenode address answers: "active" (with its term and since when, as
+    time.time()), "standby", or "not answering" (with why)."""
+
+    address: str
+    role: str
+    term: int = 0
+    since: float = 0.0
+    detail: str = ""
+
+
+async def namenode_roles(
+    addresses: list[str], connect_timeout: float, tls: ChannelTLS | None, token: str | None
+) -> list[NamenodeRole]:
+    """Every namenode's role, each asked on its own, at the same time."""
+
+    async def ask(address: str) -> NamenodeRole:
+        try:
+            conn = await Connection.open(address, connect_timeout, tls, token)
+        except AuthenticationError:
+            raise
+        except PlasmaError as exc:
+            role = "standby" if "standby" in str(exc) else "not answering"
+            return NamenodeRole(address, role, detail=str(exc))
+        try:
+            reply = await conn.ping()
+        except PlasmaError as exc:
+            return NamenodeRole(address, "not answering", detail=str(exc))
+        finally:
+            await conn.close()
+        return NamenodeRole(address, "active", reply.term, reply.active_since_ns / 1e9)
+
+    return list(await asyncio.gather(*(ask(a) for a in addresses)))

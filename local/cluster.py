@@ -605,27 +605,18 @@ def status(home: Path) -> dict[str, str]:
 def namenode_roles(addresses: list[str], home: Path) -> dict[str, str]:
     """ "active", "standby" or "not answering" for each namenode address (each asked on
     its own, as the cluster's client config allows)."""
-    from plasmafs.client import Client, ConnectionLostError, PlasmaError
+    from plasmafs.client import Client
 
-    async def role(address: str) -> str:
-        try:
-            async with Client(
-                address,
-                connect_timeout=3,
-                tls=_client_tls(home),
-                token_file=home / TOKEN_FILE,
-            ) as fs:
-                await fs.ping()
-            return "active"
-        except ConnectionLostError as exc:
-            return "standby" if "standby" in str(exc) else "not answering"
-        except PlasmaError:
-            return "not answering"
+    async def roles() -> dict[str, str]:
+        client = Client(
+            ",".join(addresses),
+            connect_timeout=3,
+            tls=_client_tls(home),
+            token_file=home / TOKEN_FILE,
+        )
+        return {r.address: r.role for r in await client.namenodes()}
 
-    async def every() -> list[str]:
-        return list(await asyncio.gather(*(role(a) for a in addresses)))
-
-    return dict(zip(addresses, asyncio.run(every()), strict=True))
+    return asyncio.run(roles())
 
 
 def _client_tls(home: Path) -> ChannelTLS | Literal[False]:

@@ -128,8 +128,13 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
 
     async def _ping(self, context: grpc.aio.ServicerContext) -> pb.PingReply:
         self.gate.user(context)
+        leadership = self.parts.transactions.leadership
         return pb.PingReply(
-            version=VERSION, started_ns=self.started_ns, requests=dict(self.counters)
+            version=VERSION,
+            started_ns=self.started_ns,
+            requests=dict(self.counters),
+            term=leadership.term,
+            active_since_ns=int(leadership.since * 1e9),
         )
 
 

@@ -46,7 +46,7 @@ class Transactions:
         self.locks = locks
         self.committer = committer
         self._blocks = blocks
-        self._leadership = leadership
+        self.leadership = leadership
 
     def begin(self, txn_id: int, label: str, lock_wait: float, who: Principal) -> Txn:
         """A new open transaction whose operations act as `who`."""
@@ -55,7 +55,7 @@ class Transactions:
     def check_serving(self) -> None:
         """NotActiveError unless this namenode may answer requests now (it is the
         active one and has proven its lease lately: no stale reads)."""
-        self._leadership.current_term()
+        self.leadership.current_term()
 
     def writable(self, txn: Txn | None) -> Txn:
         """`txn`, once changes may be made in it: it is open, and this namenode may
@@ -63,7 +63,7 @@ class Transactions:
         if txn is None:
             raise TransactionError("changes need a transaction")
         txn.check_open()
-        self._leadership.current_term()
+        self.leadership.current_term()
         return txn
 
     async def lock(self, txn: Txn, key: LockKey, exclusive: bool) -> None:

@@ -645,7 +645,7 @@ class PingRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PingReply(_message.Message):
-    __slots__ = ("version", "started_ns", "requests")
+    __slots__ = ("version", "started_ns", "requests", "term", "active_since_ns")
     class RequestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -656,10 +656,14 @@ class PingReply(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_NS_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_SINCE_NS_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_ns: int
     requests: _containers.ScalarMap[str, int]
-    def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    term: int
+    active_since_ns: int
+    def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ..., term: _Optional[int] = ..., active_since_ns: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket", "plaintext")

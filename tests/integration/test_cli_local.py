@@ -90,6 +90,9 @@ def test_a_local_cluster_with_a_standby_namenode_survives_the_active_ones_death(
         os.kill(state["namenode_pid"], signal.SIGKILL)
         assert_ok(run_pfs(env, "ls", "/"), "kept\n")  # through the standby, once it took over
         assert_ok(run_pfs(env, "mkdir", "/after"))
+        roles = run_pfs(env, "admin", "namenodes")
+        assert_ok(roles, None)
+        assert [line.split()[1] for line in roles.lines[1:3]] == ["not", "active"], roles.out
         status = run_pfs(env, "local", "status")
         assert "namenode 1:  NOT running" in status.out, status.out
         assert "namenode 2:  running" in status.out and ", active" in status.out
