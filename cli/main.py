@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plasmafs.cli import certificates
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed
 from plasmafs.cli.modes import parse_mode
 from plasmafs.cli.stdio import (
@@ -189,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         q = actions.add_parser(action, help=text)
         q.add_argument("datanode_id", metavar="ID")
     _account_parsers(actions)
+    certificates.add_parsers(actions)
     sub.add_parser("whoami", help="the user this credential acts as: name, uid, groups")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
     p.add_argument("action", choices=["up", "down", "status", "stop-datanode", "start-datanode"])
@@ -341,6 +343,8 @@ def run_command(args: argparse.Namespace) -> int:
             from plasmafs.cli.commands import cmd_local
 
             return cmd_local(args)
+        if args.command == "admin" and args.admin_command in ("ca", "cert"):
+            return certificates.cmd_certificates(args)
         if args.command in ("mount", "umount"):
             from plasmafs.cli.mounts import cmd_mount, cmd_umount
 

@@ -36,13 +36,16 @@ from pathlib import Path
 
 from plasmafs.core.errors import StorageError
 from plasmafs.local.cluster import start_daemon
-from plasmafs.local.pki import create_authority, issue_certificate
 from plasmafs.local.postgres import LocalPostgres, create_database, start_postgres, stop_postgres
 
 SUBNET_PREFIX = "10.213"  # hosts get 10.213.<net>.<10 + k>/24; the bridge .1
 PG_PORT = 5432
 NAMENODE_PORT, REGISTRY_PORT, DATANODE_PORT = 7530, 7531, 7540
 BLOCKSIZE = 64 * 1024
+
+
+def _pfs(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "plasmafs.cli", *args], check=True, capture_output=True)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -240,11 +243,13 @@ class HostCluster:
 
     def start(self) -> HostCluster:
         """Certificates, PostgreSQL, the superuser, then every namenode and datanode."""
+        # As deploy/SEVERAL_HOSTS.md tells an operator to.
         tls = self.workdir / "tls"
-        ca = create_authority(tls)
+        _pfs("admin", "ca", "init", str(tls))
         for name in [*self.namenodes, *self.datanodes]:
             address = self.network.host(name).address
-            issue_certificate(ca, tls, name, name, hosts=[address], client=True)
+            _pfs("admin", "cert", "issue", name, "--ca", str(tls), "--out", str(tls),
+                 "--host", address, "--client")  # fmt: skip
         pg_host = self.network.host("pg")
         self.pg = start_postgres(
             self.workdir / "pg", PG_PORT, listen=pg_host.address,
