@@ -267,7 +267,7 @@ class Client:
     async def sync(self) -> None:
         """Make every commit acknowledged so far durable, this client's relaxed ones
         (`durable_commits=False`) and everyone else's."""
-        await (await self._reads()).sync()
+        await self._read(lambda reads: reads.sync())
 
     async def getattr(self, ino: int) -> Attr:
         """Attributes of inode `ino`."""
@@ -382,7 +382,7 @@ class Client:
             ino = path if isinstance(path, int) else (await self.stat(path)).ino
             return await FileEditor(self.begin, self._reads, self.data, ino).open()
         if mode == "rb":
-            return await FileReader(await self._reads(), self.data, path).open()
+            return await self._read(lambda reads: FileReader(reads, self.data, path).open())
         if mode == "wb":
             return await FileWriter(
                 self.begin,
