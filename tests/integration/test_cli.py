@@ -406,7 +406,8 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
         status = run_pfs(env, "local", "status")
         assert_ok(
             status,
-            f"namenode:    running, pid {state.namenode_pid}, {state.namenode_address}\n"
+            f"namenode:    running, pid {state.namenode_pid}, {state.namenode_address}, "
+            "active\n"
             f"datanode 1:  running, pid {state.datanodes[0]['pid']}, "
             f"{state.datanodes[0]['address']}\n"
             f"postgresql:  running, embedded, {home / 'postgres'}\n",
