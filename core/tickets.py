@@ -1,11 +1,15 @@
 """Block-range tickets: capabilities the namenode signs and datanodes check alone.
 
-A ticket names one datanode, a block range, read or write, an expiry and the
-credential it was issued to (0: the namenode's own, for its datanodes' copies); its
-signature is HMAC-SHA256 over those fields with the secret the namenode shares with
-its datanodes at registration. A datanode refuses a missing, forged, expired,
-foreign or out-of-range ticket, or one of a credential the namenode has since revoked
-(it lists those in its heartbeat replies), without asking the namenode.
+A ticket names one datanode, a block range, read or write, an expiry, the
+credential it was issued to (0: the namenode's own, for its datanodes' copies) and
+the issuing namenode's term; its signature is HMAC-SHA256 over those fields with the
+secret the namenode shares with its datanodes at registration. A datanode refuses a
+missing, forged, expired, foreign or out-of-range ticket, one of a credential the
+namenode has since revoked (it lists those in its heartbeat replies), and a write
+ticket of a term older than the newest it heard of (a deposed namenode's: whatever it
+lets clients write can never be committed), without asking the namenode. Read
+tickets of older terms stay good until they expire: readers go on reading committed
+blocks through a failover.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from collections.abc import Container
 from plasmafs.core.errors import PermissionDeniedError
 from plasmafs.core.proto import datanode_pb2 as dpb
 
-_LAYOUT = struct.Struct(">IQQ?qQ")  # datanode, start, count, write, expiry, credential
+_LAYOUT = struct.Struct(">IQQ?qQQ")  # datanode, start, count, write, expiry, credential, term
 
 
 def _digest(secret: bytes, t: dpb.Ticket) -> bytes:
     payload = _LAYOUT.pack(
-        t.datanode_id, t.block_start, t.block_count, t.write, t.expires_unix_ms, t.credential
-    )
+        t.datanode_id, t.block_start, t.block_count, t.write, t.expires_unix_ms, t.credential,
+        t.term,
+    )  # fmt: skip
     return hmac.new(secret, payload, hashlib.sha256).digest()
 
 
@@ -38,12 +43,14 @@ def sign(
     write: bool,
     ttl_seconds: float,
     credential: int = 0,
+    term: int = 0,
     out: dpb.Ticket | None = None,
 ) -> dpb.Ticket:
     """A signed ticket for blocks [block_start, block_start + block_count) of a datanode,
-    issued to `credential`."""
+    issued to `credential` by the namenode of `term`."""
     t = out if out is not None else dpb.Ticket()
     t.credential = credential
+    t.term = term
     t.datanode_id = datanode_id
     t.block_start = block_start
     t.block_count = block_count
@@ -62,9 +69,10 @@ def check(
     *,
     write: bool,
     revoked: Container[int] = (),
+    newest_term: int = 0,
 ) -> None:
-    """Raise PermissionDeniedError unless `ticket` allows this access and its credential
-    is not among `revoked`."""
+    """Raise PermissionDeniedError unless `ticket` allows this access, its credential is
+    not among `revoked`, and a write ticket comes from `newest_term` or a later one."""
     if not ticket.signature:
         raise PermissionDeniedError("no ticket")
     if not hmac.compare_digest(ticket.signature, _digest(secret, ticket)):
@@ -77,6 +85,10 @@ def check(
         raise PermissionDeniedError("the ticket's credential was revoked")
     if write and not ticket.write:
         raise PermissionDeniedError("read ticket used for a write")
+    if write and ticket.term < newest_term:
+        raise PermissionDeniedError(
+            f"write ticket of namenode term {ticket.term}; term {newest_term} is the active one's"
+        )
     end = block_start + block_count
     if block_start < ticket.block_start or end > ticket.block_start + ticket.block_count:
         raise PermissionDeniedError(

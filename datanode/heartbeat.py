@@ -133,6 +133,7 @@ class NamenodeLink:
         previous = self.registration.datanode_id
         self.registration.datanode_id = reply.datanode_id
         self.registration.secret = reply.ticket_secret
+        self.registration.heard_term(reply.term)
         self.period = reply.heartbeat_ms / 1000
         if previous and previous != reply.datanode_id:
             log.warning("registered again as datanode %d (was %d)", reply.datanode_id, previous)
@@ -272,6 +273,7 @@ class Heartbeats:
     def _act(self, reply: pb.HeartbeatReply) -> None:
         registration = self.link.registration
         revoked = frozenset(reply.revoked_credentials)
+        registration.heard_term(reply.term)
         if revoked != registration.revoked:
             log.info("tickets of %d revoked credentials are refused", len(revoked))
             registration.revoked = revoked

@@ -18,6 +18,11 @@ class Registration:
         self.datanode_id = 0
         self.secret = b""
         self.revoked: frozenset[int] = frozenset()
+        self.term = 0  # the newest namenode term heard of: older write tickets are refused
+
+    def heard_term(self, term: int) -> None:
+        """A namenode said it serves in `term` (terms only grow)."""
+        self.term = max(self.term, term)
 
 
 def authorize(
@@ -41,5 +46,6 @@ def authorize(
         count,
         write=write,
         revoked=registration.revoked,
+        newest_term=registration.term,
     )
     volume.check_range(start, count)

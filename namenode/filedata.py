@@ -47,6 +47,7 @@ class FileData:
         registry: DatanodeRegistry,
         ticket_ttl: float,
         replica_state: Callable[[ExtentRow], ReplicaState],
+        term: Callable[[], int] = lambda: 0,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -59,6 +60,7 @@ class FileData:
         self._horizon_lock = asyncio.Lock()
         self._started_horizon = 0.0  # the same for tickets issued before this start
         self.replica_state = replica_state  # of a replica in block lists (replica health's)
+        self.term = term  # this namenode's term, signed into every ticket
 
     async def load(self) -> None:
         """Read how long read tickets issued before this start may live."""
@@ -276,6 +278,7 @@ class FileData:
             write=write,
             ttl_seconds=self.ticket_ttl,
             credential=credential,
+            term=self.term(),
         )
         node = self.registry.row(row.datanode_id)
         return Replica(

@@ -186,6 +186,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             datanode_id=row.datanode_id,
             ticket_secret=self.registry.secret,
             heartbeat_ms=self.registry.heartbeat_ms,
+            term=self.monitor.leadership.term,
         )
 
     async def Heartbeat(
@@ -201,6 +202,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self.lifecycle.heard(request.datanode_id, request.identity)
         work = await self.monitor.heartbeat(request.datanode_id, _heartbeat_report(request))
         reply = _heartbeat_reply(work)
+        reply.term = self.monitor.leadership.term
         principals = self.gate.principals
         if principals is not None:
             # Tickets live ticket_ttl: a credential revoked longer ago has none left.

@@ -93,7 +93,10 @@ async def open_namespace(
     )
     await registry.load()
     health = ReplicaHealth(registry)
-    data = FileData(store, cache, allocator, registry, settings.ticket_ttl, health.state)
+    data = FileData(
+        store, cache, allocator, registry, settings.ticket_ttl, health.state,
+        term=lambda: leadership.term,
+    )  # fmt: skip
     await data.load()
     counts = KindCounts()
     await counts.load(store)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Ticket(_message.Message):
-    __slots__ = ("datanode_id", "block_start", "block_count", "write", "expires_unix_ms", "signature", "credential")
+    __slots__ = ("datanode_id", "block_start", "block_count", "write", "expires_unix_ms", "signature", "credential", "term")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -15,6 +15,7 @@ class Ticket(_message.Message):
     EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     block_start: int
     block_count: int
@@ -22,7 +23,8 @@ class Ticket(_message.Message):
     expires_unix_ms: int
     signature: bytes
     credential: int
-    def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., write: _Optional[bool] = ..., expires_unix_ms: _Optional[int] = ..., signature: _Optional[bytes] = ..., credential: _Optional[int] = ...) -> None: ...
+    term: int
+    def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., write: _Optional[bool] = ..., expires_unix_ms: _Optional[int] = ..., signature: _Optional[bytes] = ..., credential: _Optional[int] = ..., term: _Optional[int] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
     __slots__ = ("ticket", "block_start", "block_count", "offset", "length")

@@ -684,14 +684,16 @@ class RegisterRequest(_message.Message):
     def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ..., plaintext: _Optional[bool] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms")
+    __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms", "term")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     TICKET_SECRET_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     ticket_secret: bytes
     heartbeat_ms: int
-    def __init__(self, datanode_id: _Optional[int] = ..., ticket_secret: _Optional[bytes] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
+    term: int
+    def __init__(self, datanode_id: _Optional[int] = ..., ticket_secret: _Optional[bytes] = ..., heartbeat_ms: _Optional[int] = ..., term: _Optional[int] = ...) -> None: ...
 
 class BlockRange(_message.Message):
     __slots__ = ("block_start", "block_count")
@@ -760,16 +762,18 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., running: _Optional[_Iterable[int]] = ..., finished: _Optional[_Iterable[_Union[CopyResult, _Mapping]]] = ..., corrupt: _Optional[_Iterable[_Union[BadBlocks, _Mapping]]] = ..., verified: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("copies", "cancel", "verify", "revoked_credentials")
+    __slots__ = ("copies", "cancel", "verify", "revoked_credentials", "term")
     COPIES_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     REVOKED_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
     copies: _containers.RepeatedCompositeFieldContainer[CopyTask]
     cancel: _containers.RepeatedScalarFieldContainer[int]
     verify: _containers.RepeatedCompositeFieldContainer[BlockRange]
     revoked_credentials: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ...) -> None: ...
+    term: int
+    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ..., term: _Optional[int] = ...) -> None: ...
 
 class UsedBlocksRequest(_message.Message):
     __slots__ = ("datanode_id", "identity", "after", "limit")

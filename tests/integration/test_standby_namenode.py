@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client, ConnectionLostError
+from plasmafs.client import Client, ConnectionLostError, PermissionDeniedError
+from plasmafs.client.datapath import write_range
 from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY
 from tests.support.cluster import DatanodeProcess, NamenodeProcess
 from tests.support.create_load import CreateLoad
@@ -230,3 +231,40 @@ async def test_a_mount_goes_on_across_a_takeover(pair: Pair, tmp_path: Path) -> 
     async with Client(pair.addresses) as fs:
         assert await fs.read_file("/load/after") == b"written after"
         assert (await fs.stat("/load/dir")).is_dir
+
+
+async def test_write_tickets_of_a_deposed_namenode_are_refused_by_datanodes(
+    pair: Pair, tmp_path: Path
+) -> None:
+    registries = f"{pair.active.registry_address},{pair.standby.registry_address}"
+    datanode = DatanodeProcess(tmp_path / "dn", registries, TEST_CAPACITY, TEST_BLOCKSIZE)
+    old = Client(pair.active.address)  # the active namenode's, and its alone
+    new = Client(pair.addresses)
+    assert pair.active.proc is not None
+    try:
+        await asyncio.to_thread(datanode.start)
+        t = await old.begin()
+        attr = await t.create("/load/fenced", replication=1)
+        blocks = await t.allocate(attr.ino, 0, 2)  # write tickets of the first term
+        replica = blocks.extents[0].replicas[0]
+        os.kill(pair.active.proc.pid, signal.SIGSTOP)  # paused past its lease
+        try:
+            async with asyncio.timeout(60):  # the new active heard from the datanode
+                while (await new.fsstat()).live_datanodes < 1:
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)  # a heartbeat or two: the datanode knows the term
+            chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+            await chunks.put(os.urandom(TEST_BLOCKSIZE))
+            await chunks.put(None)
+            with pytest.raises(PermissionDeniedError, match="write ticket of namenode term"):
+                await write_range(new.data, replica, TEST_BLOCKSIZE, 0, 1, chunks)
+        finally:
+            os.kill(pair.active.proc.pid, signal.SIGCONT)
+        async with new.transaction() as t2:  # the new active's tickets are good
+            mine = await t2.create("/load/fresh", replication=1)
+        await new.write_file("/load/fresh", os.urandom(TEST_BLOCKSIZE), replication=1)
+        assert mine.ino
+    finally:
+        await old.close()
+        await new.close()
+        datanode.stop()

@@ -1,5 +1,6 @@
-"""Block tickets: the signature covers every field, the credential included, and a
-ticket of a revoked credential is refused while the namenode's own are not."""
+"""Block tickets: the signature covers every field, the credential and the term
+included; a ticket of a revoked credential is refused while the namenode's own are
+not; a write ticket of an earlier namenode term is refused, a read ticket is not."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def test_a_good_ticket_passes() -> None:
         ("write", True),
         ("expires_unix_ms", 2**62),
         ("credential", 8),
+        ("term", 9),
     ],
 )
 def test_changing_any_field_breaks_the_signature(field: str, value: object) -> None:
@@ -58,3 +60,13 @@ def test_refusals_are_ticket_errors() -> None:
     with pytest.raises(PermissionDeniedError, match="expired"):
         expired = tickets.sign(SECRET, 3, 100, 10, write=False, ttl_seconds=-1)
         tickets.check(SECRET, expired, 3, 100, 1, write=False)
+
+
+def test_a_write_ticket_of_an_earlier_term_is_refused_a_read_ticket_is_not() -> None:
+    old_write = tickets.sign(SECRET, 3, 100, 10, write=True, ttl_seconds=60, term=4)
+    old_read = tickets.sign(SECRET, 3, 100, 10, write=False, ttl_seconds=60, term=4)
+    tickets.check(SECRET, old_write, 3, 100, 10, write=True, newest_term=4)
+    with pytest.raises(PermissionDeniedError, match="write ticket of namenode term 4; term 5"):
+        tickets.check(SECRET, old_write, 3, 100, 10, write=True, newest_term=5)
+    tickets.check(SECRET, old_read, 3, 100, 10, write=False, newest_term=5)
+    tickets.check(SECRET, old_write, 3, 100, 10, write=False, newest_term=5)  # read with it
