@@ -48,12 +48,15 @@ class FileData:
         ticket_ttl: float,
         replica_state: Callable[[ExtentRow], ReplicaState],
         term: Callable[[], int] = lambda: 0,
+        read_ticket_ttl: float | None = None,
     ) -> None:
         self.store = store
         self.cache = cache
         self.allocator = allocator
         self.registry = registry
-        self.ticket_ttl = ticket_ttl
+        self.ticket_ttl = ticket_ttl  # of write tickets
+        # Read tickets live shorter: released blocks wait only this long for readers.
+        self.read_ticket_ttl = min(read_ticket_ttl or ticket_ttl, ticket_ttl)
         self._read_grants: dict[int, float] = {}  # ino -> its read tickets expire by then
         self._prune_at = 4096
         self._horizon = 0.0  # no read ticket lives past it (also recorded in PostgreSQL)
@@ -176,7 +179,7 @@ class FileData:
             await self._raise_horizon(until)
 
     def _note_read_grant(self, ino: int) -> float:
-        until = time.time() + self.ticket_ttl
+        until = time.time() + self.read_ticket_ttl
         self._read_grants[ino] = until
         if len(self._read_grants) >= self._prune_at:
             now = time.time()
@@ -188,7 +191,7 @@ class FileData:
         async with self._horizon_lock:
             if until > self._horizon:
                 # Raised by a whole ticket lifetime at once: one write per lifetime at most.
-                horizon = until + self.ticket_ttl
+                horizon = until + self.read_ticket_ttl
                 await self.store.extend_read_grants(horizon)
                 self._horizon = horizon
 
@@ -276,7 +279,7 @@ class FileData:
             row.block_start,
             row.block_count,
             write=write,
-            ttl_seconds=self.ticket_ttl,
+            ttl_seconds=self.ticket_ttl if write else self.read_ticket_ttl,
             credential=credential,
             term=self.term(),
         )

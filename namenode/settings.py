@@ -40,7 +40,15 @@ class NamenodeSettings(DaemonSettings):
     cache_entries: int = Field(default=1_000_000, ge=16)
     max_group: int = Field(default=512, ge=1, le=10_000)
     commit_lanes: int = Field(default=1, ge=1, le=16)
-    ticket_ttl: float = Field(default=600.0, gt=0, description="seconds a block ticket lives")
+    ticket_ttl: float = Field(
+        default=600.0, gt=0, description="seconds a block ticket lives (a write ticket)"
+    )
+    read_ticket_ttl: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds a read ticket lives: a reader open longer gets new ones; "
+        "blocks a file read lately gives up are reused this long after its last read",
+    )
     lease_ttl: float = Field(
         default=3.0,
         ge=0.3,

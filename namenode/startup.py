@@ -95,7 +95,7 @@ async def open_namespace(
     health = ReplicaHealth(registry)
     data = FileData(
         store, cache, allocator, registry, settings.ticket_ttl, health.state,
-        term=lambda: leadership.term,
+        term=lambda: leadership.term, read_ticket_ttl=settings.read_ticket_ttl,
     )  # fmt: skip
     await data.load()
     counts = KindCounts()

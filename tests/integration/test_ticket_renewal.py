@@ -17,18 +17,19 @@ from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY
 from tests.support.cluster import DatanodeProcess, NamenodeProcess
 
 BS = TEST_BLOCKSIZE
-TTL = 1.5  # seconds a ticket lives on this cluster
+TTL = 1.5  # seconds a read ticket lives on this cluster
 
 
 @pytest.fixture
 async def short_tickets(dsn: str, tmp_path: Path) -> AsyncIterator[Client]:
-    """A namenode handing out tickets that live 1.5 s, two datanodes, a client."""
+    """A namenode handing out read tickets that live 1.5 s, two datanodes, a client."""
     namenode = NamenodeProcess(
         dsn,
         tmp_path,
         env={
             "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(BS),
-            "PFS_NAMENODE_TICKET_TTL": str(TTL),
+            "PFS_NAMENODE_TICKET_TTL": "600",  # write tickets: the default
+            "PFS_NAMENODE_READ_TICKET_TTL": str(TTL),
             "PFS_NAMENODE_HEARTBEAT_MS": "200",
         },
     ).start()
@@ -118,3 +119,17 @@ async def test_a_refused_ticket_that_has_not_lapsed_is_not_retried(
     object.__setattr__(forged, "ticket", forged.ticket[:-1] + bytes([forged.ticket[-1] ^ 1]))
     with pytest.raises(PermissionDeniedError):
         await reader.read()
+
+
+async def test_space_a_read_file_gave_up_comes_back_within_a_read_ticket_lifetime(
+    short_tickets: Client,
+) -> None:
+    size = 8 * BS
+    await short_tickets.write_file("/read-then-removed", os.urandom(size), replication=1)
+    assert len(await short_tickets.read_file("/read-then-removed")) == size
+    await short_tickets.unlink("/read-then-removed")
+    assert (await short_tickets.fsstat()).held_bytes == size  # its readers' tickets live on
+    async with asyncio.timeout(TTL + 10):  # not the write tickets' ten minutes
+        while (await short_tickets.fsstat()).held_bytes:
+            await asyncio.sleep(0.1)
+    assert (await short_tickets.fsstat()).used_bytes == 0
