@@ -261,7 +261,8 @@ def _mount_parsers(sub: Any) -> None:
         default="",
         metavar="OPTIONS",
         help="comma-separated: replication=N, attr_timeout=S, entry_timeout=S, "
-        "negative_timeout=S, ro, allow_other, sync",
+        "negative_timeout=S, ro, allow_other, sync, no_write_behind, writeback_cache, "
+        "failover_timeout=S",
     )
     p.add_argument("--foreground", action="store_true", help="stay in this process")
     p.add_argument("--log-file", type=Path, help="default: PFS_HOME/mounts/NAME.log")

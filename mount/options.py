@@ -20,7 +20,10 @@ class MountOptions:
     mount makes are not leased, so every change goes to the namenode at once (see
     mount/writebehind.py; sync and ro imply it); writeback_cache: the kernel gathers
     writes in its page cache and sends them in large requests (see
-    mount/kernelview.py; off with sync and ro)."""
+    mount/kernelview.py; off with sync and ro); failover_timeout: seconds a request
+    waits for a namenode to be active again (a standby taking over, or the one
+    namenode restarting) before it fails with EIO, as an NFS hard mount waits, but
+    bounded."""
 
     replication: int = 0
     attr_timeout: float = 1.0
@@ -31,6 +34,7 @@ class MountOptions:
     sync: bool = False
     no_write_behind: bool = False
     writeback_cache: bool = False
+    failover_timeout: float = 60.0
 
     @property
     def write_behind(self) -> bool:

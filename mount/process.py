@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             lock_wait=LOCK_WAIT,
             connect_timeout=CONNECT_TIMEOUT,
             durable_commits=options.sync,
+            failover_timeout=options.failover_timeout,
         )
         tune_for_daemon()
         reuse_freed_buffers()  # data moves in buffers of 1-2 MiB (writes, read-ahead)

@@ -14,6 +14,7 @@ import sqlite3
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -460,19 +461,36 @@ def _wait(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
     return False
 
 
-def test_a_namenode_restart_is_eio_while_down_then_the_mount_carries_on(
+def test_requests_wait_while_the_namenode_restarts_then_the_mount_carries_on(
     mount: Mount, inline_cluster: DataCluster
 ) -> None:
     (mount.path / "before").write_bytes(b"written before")
     inline_cluster.namenode.kill9()
-    started = time.monotonic()
-    assert _errno(os.stat, mount.path / "unknown-name") == errno.EIO
-    assert _errno(os.mkdir, mount.path / "made-while-down") == errno.EIO
-    assert time.monotonic() - started < 30  # fails, never hangs
-    inline_cluster.namenode.start()
-    assert _wait(lambda: _ok(lambda: os.mkdir(mount.path / "made-after")))
+    restart = threading.Timer(1.0, inline_cluster.namenode.start)
+    restart.start()
+    try:
+        os.mkdir(mount.path / "made-while-down")  # waits, as on an NFS hard mount
+    finally:
+        restart.join()
     assert (mount.path / "before").read_bytes() == b"written before"
-    assert sorted(os.listdir(mount.path)) == ["before", "made-after"]
+    assert sorted(os.listdir(mount.path)) == ["before", "made-while-down"]
+
+
+def test_requests_fail_with_eio_after_failover_timeout_then_carry_on(
+    inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    address = inline_cluster.namenode.address
+    with mounted(address, tmp_path / "mnt", "failover_timeout=1") as m:
+        (m.path / "before").write_bytes(b"written before")
+        inline_cluster.namenode.kill9()
+        started = time.monotonic()
+        assert _errno(os.stat, m.path / "unknown-name") == errno.EIO
+        assert _errno(os.mkdir, m.path / "made-while-down") == errno.EIO
+        assert time.monotonic() - started < 30  # fails, never hangs
+        inline_cluster.namenode.start()
+        assert _wait(lambda: _ok(lambda: os.mkdir(m.path / "made-after")))
+        assert (m.path / "before").read_bytes() == b"written before"
+        assert sorted(os.listdir(m.path)) == ["before", "made-after"]
 
 
 def test_reads_fail_over_when_a_datanode_dies(mount: Mount, inline_cluster: DataCluster) -> None:
