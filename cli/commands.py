@@ -120,7 +120,7 @@ async def cmd_mkdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     async def one(path: str) -> None:
         await fs.mkdir(path, mode, parents=args.parents)
 
-    await out.each(args.paths, one)
+    await out.each(args.paths, one, repeatable=args.parents)
 
 
 async def cmd_rmdir(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
@@ -174,7 +174,7 @@ async def cmd_touch(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     async def one(path: str) -> None:
         await fs.touch(path)
 
-    await out.each(args.paths, one)
+    await out.each(args.paths, one, repeatable=True)
 
 
 async def cmd_symlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
@@ -201,7 +201,7 @@ async def cmd_chmod(fs: Client, args: argparse.Namespace, out: Reporter) -> None
         else:
             await fs.run(lambda t: change_mode(t, path, mode, umask))
 
-    await out.each(args.paths, one)
+    await out.each(args.paths, one, repeatable=True)
 
 
 async def change_mode(t: Transaction, path: str, mode: Mode, umask: int) -> None:
@@ -224,7 +224,7 @@ async def cmd_chown(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     async def one(path: str) -> None:
         await fs.chown(path, uid, gid)
 
-    await out.each(args.paths, one)
+    await out.each(args.paths, one, repeatable=True)
 
 
 async def cmd_stat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:

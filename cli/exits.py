@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 
-from plasmafs.core.errors import PlasmaError
+from plasmafs.core.errors import ConnectionLostError, PlasmaError, ShutdownError
 
 EXIT_FAILED = 1
+FAILOVER_ATTEMPTS = 3  # tries of one path of a repeatable command cut by a failover
 
 
 class CommandFailed(Exception):
@@ -26,11 +27,26 @@ class Reporter:
         print(f"pfs: {self.command}: {message}", file=sys.stderr)
         self.failed = True
 
-    async def each(self, items: list[str], action: Callable[[str], Awaitable[None]]) -> None:
+    async def each(
+        self,
+        items: list[str],
+        action: Callable[[str], Awaitable[None]],
+        *,
+        repeatable: bool = False,
+    ) -> None:
+        """`action` on every item, reporting each failure and going on; a `repeatable`
+        action (doing it twice is doing it once: mkdir -p, chmod, chown, touch) cut by
+        a failover is done again (the client waits for the new active namenode)."""
         for item in items:
-            try:
-                await action(item)
-            except PlasmaError as exc:
-                self.error(str(exc))
+            for attempt in range(1, FAILOVER_ATTEMPTS + 1):
+                try:
+                    await action(item)
+                except (ConnectionLostError, ShutdownError) as exc:
+                    if repeatable and attempt < FAILOVER_ATTEMPTS:
+                        continue
+                    self.error(str(exc))
+                except PlasmaError as exc:
+                    self.error(str(exc))
+                break
         if self.failed:
             raise CommandFailed
