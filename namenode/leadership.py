@@ -121,6 +121,8 @@ class Leadership:
                     shown = active
             except StorageError as exc:
                 log.warning("standby: cannot reach PostgreSQL: %s", exc)
+            except Exception:  # a standby must outlive whatever one try runs into
+                log.exception("standby: taking the lease failed")
             await asyncio.sleep(self.poll_interval)
 
     def refusal(self) -> str:
@@ -179,7 +181,7 @@ class Leadership:
             sent = time.monotonic()
             try:
                 renewal = await self._leases.renew(self.term, self.lease_ttl)
-            except StorageError as exc:
+            except Exception as exc:  # renewals go on whatever one runs into
                 if not failing:
                     log.error("cannot renew the lease: %s (serving stops in %.1f s)", exc,
                               max(self._valid_until - time.monotonic(), 0))  # fmt: skip

@@ -38,8 +38,7 @@ def _root() -> Inode:
 
 
 class MemoryLeases:
-    """The lease of `LeaseStore`, for one namenode in one process: always free to take,
-    never taken by anyone else, on the process's clock."""
+    """The lease of `LeaseStore`, in memory, on this process's clock."""
 
     def __init__(self) -> None:
         self.term = 0
@@ -49,8 +48,9 @@ class MemoryLeases:
     async def take(
         self, place: str, holder: str, address: str, ttl: float
     ) -> tuple[int, float] | None:
-        """The next term, unless another holder's lease runs."""
-        if self.holder and self.holder != holder and self.expires > time.time():
+        """The next term, unless another's lease runs (one from `place` does not count:
+        `LeaseStore.take`'s rule)."""
+        if self.expires > time.time() and self.holder.split(" ")[0] != place:
             return None
         self.term, self.holder, self.expires = self.term + 1, holder, time.time() + ttl
         return self.term, 0.0
