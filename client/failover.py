@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,8 +32,6 @@ from plasmafs.core.errors import (
 
 if TYPE_CHECKING:
     from plasmafs.core.tls import ChannelTLS
-
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 FIRST_PAUSE = 0.05  # seconds before the second round
