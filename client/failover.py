@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from plasmafs.core.tls import ChannelTLS
 
 T = TypeVar("T")
-FIRST_PAUSE = 0.05  # seconds before the second round
+FIRST_PAUSE = 0.05  # seconds before an address is tried again the first time
 LONGEST_PAUSE = 1.0
 
 
