@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 
-from plasmafs.core.errors import ConnectionLostError, PlasmaError, ShutdownError
+from plasmafs.core.errors import FAILOVER_ERRORS, PlasmaError
 
 EXIT_FAILED = 1
 FAILOVER_ATTEMPTS = 3  # tries of one path of a repeatable command cut by a failover
@@ -41,7 +41,7 @@ class Reporter:
             for attempt in range(1, FAILOVER_ATTEMPTS + 1):
                 try:
                     await action(item)
-                except (ConnectionLostError, ShutdownError) as exc:
+                except FAILOVER_ERRORS as exc:
                     if repeatable and attempt < FAILOVER_ATTEMPTS:
                         continue
                     self.error(str(exc))

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from plasmafs.client.connection import Connection
 from plasmafs.core.errors import (
+    FAILOVER_ERRORS,
     AuthenticationError,
     ConnectionLostError,
     PlasmaError,
-    ShutdownError,
 )
 
 if TYPE_CHECKING:
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 FIRST_PAUSE = 0.05  # seconds before an address is tried again the first time
 LONGEST_PAUSE = 1.0
-
-
-def is_failover(exc: BaseException) -> bool:
-    """True for the errors of a namenode going away or standing by: worth trying the
-    next address or the same one again later."""
-    return isinstance(exc, (ConnectionLostError, ShutdownError))
 
 
 async def connect_to_active(
@@ -96,7 +90,7 @@ async def _keep_trying(
     while True:
         try:
             return await Connection.open(address, connect_timeout, tls, token)
-        except (ConnectionLostError, ShutdownError):
+        except FAILOVER_ERRORS:
             if loop.time() + pause > deadline:
                 raise
         await asyncio.sleep(pause * random.uniform(0.5, 1.5))
@@ -117,7 +111,7 @@ async def retrying(
         conn = await connection()
         try:
             return await read(conn)
-        except (ConnectionLostError, ShutdownError):
+        except FAILOVER_ERRORS:
             if failover_timeout <= 0 or loop.time() > deadline:
                 raise
             with contextlib.suppress(PlasmaError):

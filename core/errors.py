@@ -208,6 +208,11 @@ class ConnectionLostError(PlasmaError):
     posix_errno = _errno.ECONNRESET
 
 
+# The errors of a namenode going away or standing by: worth trying another namenode,
+# or the same one again later (client/failover.py).
+FAILOVER_ERRORS = (ConnectionLostError, ShutdownError)
+
+
 class StaleFileError(PlasmaError):
     """The file changed after it was opened and the version being read is gone: open it
     again (raised by the client only, so it has no wire code of its own)."""

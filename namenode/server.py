@@ -226,7 +226,6 @@ class _Daemon:
             LeaseStore(self.settings.dsn, self.settings.lease_ttl / 3),
             self.settings.lease_ttl,
             lambda _: deposed.set(),
-            address=self.settings.advertised(self.listen),
             unflushed=lambda: store.unflushed,
         )
         self.leadership = leadership
