@@ -1,19 +1,22 @@
 """Failover benchmark: how long writes stop when the active namenode's host dies or is
 cut off, as clients see it, and whether any acknowledged write is lost.
 
-    python -m loadtests.failover_bench [--trials 3] [--clients 4] [--update BENCHMARKS.md]
+    python -m loadtests.failover_bench [--trials 3] [--clients 4] [--readers 4]
+        [--files 20000] [--after 60] [--update BENCHMARKS.md]
 
 A cluster on hosts of their own (`loadtests/hosts.py`: PostgreSQL, two namenodes with
-the default lease, three datanodes) and clients that know both namenodes, each
-creating one file per transaction. Per trial the active namenode's host is killed
-(SIGKILL of its processes: the kernel closes its sockets) or cut off (its link down:
-nothing answers, nothing is reset), then brought back as a standby for the next
-trial. Printed per fault: the time from the fault to the first create acknowledged
-by the new active namenode, as a ratio to the lease too (the part a standby must
-wait); creates acknowledged and then missing (must be 0); errors clients saw in the
-gap; and the create rate in the first WINDOW seconds on the new active (its cache
-cold) over the rate before the fault. Targets (the issue's): kill -9 within 5 s, a
-cut-off host within 10 s.
+the default lease, three datanodes), a namespace of FILES existing files, and clients
+that know both namenodes: writers creating one file per transaction, readers looking
+up existing files at random. Per trial the active namenode's host is killed (SIGKILL
+of its processes: the kernel closes its sockets) or cut off (its link down: nothing
+answers, nothing is reset), then brought back as a standby for the next trial.
+Printed per fault: the time from the fault to the first create acknowledged by the
+new active namenode, as a ratio to the lease too (the part a standby must wait);
+creates acknowledged and then missing (must be 0); errors clients saw in the gap;
+and what the first minute on the new active costs (its caches start cold): the
+create and lookup rates in the first WINDOW seconds after the takeover and in the
+rest of AFTER seconds, over the rates before the fault. Targets (the issue's):
+kill -9 within 5 s, a cut-off host within 10 s.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import statistics
 import sys
 import time
@@ -32,26 +36,48 @@ from loadtests.hosts import HostCluster, host_cluster
 from plasmafs.client import Client, PlasmaError
 
 TARGETS = {"kill -9": 5.0, "cut off": 10.0}
-WINDOW = 5.0  # seconds of creates compared before the fault and after the takeover
+WINDOW = 5.0  # seconds compared before the fault and right after the takeover
+SPREAD = 100  # directories the existing files are spread over
 
 
 @dataclass
 class Writers:
-    """Clients creating files, one per transaction, recording which namenode answered."""
+    """Clients creating files, one per transaction, recording which namenode answered,
+    and readers looking up existing files at random."""
 
     addresses: str
     clients: int
+    readers: int
+    files: int
     acknowledged: list[tuple[float, str, str]] = field(default_factory=list)  # time, nn, name
+    looked_up: list[float] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
+    async def populate(self) -> None:
+        """Create the files the readers look up, 500 per transaction."""
+        async with Client(self.addresses) as fs:
+            for d in range(SPREAD):
+                await fs.mkdir(f"/existing/d{d}", parents=True)
+            names = [_existing(k) for k in range(self.files)]
+            for start in range(0, len(names), 500):
+                async with fs.transaction() as t:
+                    for name in names[start : start + 500]:
+                        await t.create(name)
+
     def start(self, trial: int) -> None:
-        """Start the clients, each in a directory of its own."""
+        """Start the clients, each writer in a directory of its own."""
         self._stop.clear()
         self._tasks = [
             asyncio.create_task(self._write(f"/t{trial}c{k}")) for k in range(self.clients)
-        ]
+        ] + [asyncio.create_task(self._read()) for _ in range(self.readers)]
+
+    def clear(self) -> None:
+        """Forget the last trial's records."""
+        self.acknowledged.clear()
+        self.looked_up.clear()
+        self.errors.clear()
 
     async def stop(self) -> None:
         """Stop the clients."""
@@ -75,6 +101,21 @@ class Writers:
                 self.errors.append(time.monotonic())
                 await asyncio.sleep(0.02)
 
+    async def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                async with Client(self.addresses, connect_timeout=2) as fs:
+                    while not self._stop.is_set():
+                        await fs.stat(_existing(random.randrange(self.files)))
+                        self.looked_up.append(time.monotonic())
+            except PlasmaError:
+                self.errors.append(time.monotonic())
+                await asyncio.sleep(0.02)
+
+
+def _existing(k: int) -> str:
+    return f"/existing/d{k % SPREAD}/f{k}"
+
 
 @dataclass
 class Trial:
@@ -84,7 +125,11 @@ class Trial:
     gap: float  # seconds from the fault to the first create the new active acknowledged
     lost: int
     errors: int
-    after_over_before: float  # creates/s in the WINDOW after the takeover / before the fault
+    # Rates after the takeover over the rate in the WINDOW before the fault:
+    creates_first: float  # creates/s in the first WINDOW
+    creates_rest: float  # creates/s in the rest of the measured time
+    lookups_first: float
+    lookups_rest: float
 
 
 def active_of(cluster: HostCluster) -> str:
@@ -100,8 +145,11 @@ def active_of(cluster: HostCluster) -> str:
     return host
 
 
-async def run_trial(cluster: HostCluster, writers: Writers, fault: str, trial: int) -> Trial:
-    """Write, break the active namenode's host, write on until the new active answers."""
+async def run_trial(
+    cluster: HostCluster, writers: Writers, fault: str, trial: int, after: float
+) -> Trial:
+    """Write and read, break the active namenode's host, go on for `after` seconds once
+    the new active answers."""
     old = active_of(cluster)
     old_address = cluster.address(old)
     stood_by = _standing_by(cluster, old)
@@ -121,7 +169,7 @@ async def run_trial(cluster: HostCluster, writers: Writers, fault: str, trial: i
         while not any(t > started and nn != old_address for t, nn, _ in writers.acknowledged):
             await asyncio.sleep(0.01)
     first = min(t for t, nn, _ in writers.acknowledged if t > started and nn != old_address)
-    await asyncio.sleep(WINDOW)  # writes go on, on the new active's cold cache
+    await asyncio.sleep(after)  # writes and reads go on, on the new active's cold caches
     await writers.stop()
     errors = len([e for e in writers.errors[errors_before:] if e < first])
     lost = await _lost(cluster, writers, trial)
@@ -132,14 +180,30 @@ async def run_trial(cluster: HostCluster, writers: Writers, fault: str, trial: i
     async with asyncio.timeout(120):  # back, as a standby: ready for the next trial
         while _standing_by(cluster, old) <= stood_by:
             await asyncio.sleep(0.1)
-    before = _rate(writers, started - WINDOW, started)
-    after = _rate(writers, first, first + WINDOW)
-    return Trial(fault, first - started, lost, errors, after / before if before else 0.0)
+    creates = [t for t, _, _ in writers.acknowledged]
+    lookups = writers.looked_up
+    split, end = first + min(WINDOW, after), first + after
+    return Trial(
+        fault,
+        first - started,
+        lost,
+        errors,
+        creates_first=_ratio(creates, first, split, started),
+        creates_rest=_ratio(creates, split, end, started),
+        lookups_first=_ratio(lookups, first, split, started),
+        lookups_rest=_ratio(lookups, split, end, started),
+    )
 
 
-def _rate(writers: Writers, start: float, end: float) -> float:
-    """Creates acknowledged per second between `start` and `end` (time.monotonic())."""
-    return sum(1 for t, _, _ in writers.acknowledged if start <= t < end) / (end - start)
+def _ratio(times: list[float], start: float, end: float, fault: float) -> float:
+    """Events per second between `start` and `end` over the rate in the WINDOW before
+    `fault` (all time.monotonic())."""
+    before = _rate(times, fault - WINDOW, fault)
+    return _rate(times, start, end) / before if before and end > start else float("nan")
+
+
+def _rate(times: list[float], start: float, end: float) -> float:
+    return sum(1 for t in times if start <= t < end) / (end - start)
 
 
 async def _lost(cluster: HostCluster, writers: Writers, trial: int) -> int:
@@ -158,50 +222,66 @@ def _standing_by(cluster: HostCluster, name: str) -> int:
     return log.read_text(errors="replace").count("standing by")
 
 
-async def bench(cluster: HostCluster, trials: int, clients: int) -> list[Trial]:
+async def bench(cluster: HostCluster, args: argparse.Namespace) -> list[Trial]:
     """Every trial of both faults on `cluster`."""
     results: list[Trial] = []
-    writers = Writers(cluster.addresses, clients)
+    writers = Writers(cluster.addresses, args.clients, args.readers, args.files)
+    await writers.populate()
     number = 0
     for fault in ("kill -9", "cut off"):
-        for _ in range(trials):
+        for _ in range(args.trials):
             number += 1
-            writers.acknowledged.clear()
-            writers.errors.clear()
-            trial = await run_trial(cluster, writers, fault, number)
+            writers.clear()
+            trial = await run_trial(cluster, writers, fault, number, args.after)
             print(f"{fault}: {trial.gap:.2f} s, lost {trial.lost}, errors {trial.errors}",
                   file=sys.stderr)  # fmt: skip
             results.append(trial)
     return results
 
 
-def report(results: list[Trial], lease: float, trials: int, clients: int) -> str:
+def report(results: list[Trial], lease: float, args: argparse.Namespace) -> str:
     """The figures as a BENCHMARKS.md section."""
+    rest = f"{WINDOW:g}-{args.after:g} s"
     lines = [
-        "Command: `python -m loadtests.failover_bench --trials "
-        f"{trials} --clients {clients}` — PostgreSQL, two namenodes (lease {lease:g} s) "
-        "and three datanodes on hosts of their own (network namespaces on a bridge, "
-        "`loadtests/hosts.py`); clients knowing both namenodes create one file per "
-        "transaction. Gap: from the fault to the first create the new active namenode "
+        f"Command: `python -m loadtests.failover_bench {_options(args)}` — PostgreSQL, "
+        f"two namenodes (lease {lease:g} s) and three datanodes on hosts of their own "
+        "(network namespaces on a bridge, `loadtests/hosts.py`), "
+        f"{args.files:,} existing files; {args.clients} clients knowing both namenodes "
+        f"create one file per transaction while {args.readers} look up existing files "
+        "at random. Gap: from the fault to the first create the new active namenode "
         "acknowledged, as clients saw it; its ratio to the lease (what a standby must "
-        "wait at least). Lost: creates acknowledged and missing afterwards.",
+        "wait at least). Lost: creates acknowledged and missing afterwards. After the "
+        "takeover: rates in the first seconds and in the rest of the first minute on "
+        "the new active, over the rates in the "
+        f"{WINDOW:g} s before the fault (medians of the trials).",
         "",
         "| fault | trials | gap, median | gap, max | max / lease | lost | client errors "
-        f"in the gap | creates/s in the {WINDOW:g} s after the takeover / before the fault "
-        "| target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"in the gap | creates 0-{WINDOW:g} s | creates {rest} | lookups 0-{WINDOW:g} s "
+        f"| lookups {rest} | target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for fault, target in TARGETS.items():
         mine = [r for r in results if r.fault == fault]
         gaps = [r.gap for r in mine]
+        ratios = [
+            statistics.median(getattr(r, column) for r in mine)
+            for column in ("creates_first", "creates_rest", "lookups_first", "lookups_rest")
+        ]
         lines.append(
             f"| {fault} | {len(mine)} | {statistics.median(gaps):.2f} s | {max(gaps):.2f} s "
             f"| {max(gaps) / lease:.2f} | {sum(r.lost for r in mine)} "
-            f"| {sum(r.errors for r in mine)} "
-            f"| {statistics.median(r.after_over_before for r in mine):.2f} "
-            f"| <= {target:g} s, 0 lost |"
+            f"| {sum(r.errors for r in mine)} | "
+            + " | ".join(f"{ratio:.2f}" for ratio in ratios)
+            + f" | <= {target:g} s, 0 lost |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _options(args: argparse.Namespace) -> str:
+    return (
+        f"--trials {args.trials} --clients {args.clients} --readers {args.readers} "
+        f"--files {args.files} --after {args.after:g}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,13 +289,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtests.failover_bench")
     parser.add_argument("--trials", type=int, default=3, help="trials per fault")
     parser.add_argument("--clients", type=int, default=4, help="clients creating at once")
+    parser.add_argument("--readers", type=int, default=4, help="clients looking up at once")
+    parser.add_argument("--files", type=int, default=20000, help="existing files to look up")
+    parser.add_argument(
+        "--after", type=float, default=60.0, help="seconds measured after each takeover"
+    )
     parser.add_argument("--update", type=Path, help="rewrite this BENCHMARKS.md section")
     args = parser.parse_args(argv)
     with host_cluster(namenodes=2, datanodes=3) as cluster:
         # Clients of this process trust the cluster's CA, with its superuser's token.
         os.environ.update(cluster.client_env())
-        results = asyncio.run(bench(cluster, args.trials, args.clients))
-    text = report(results, cluster.lease_ttl, args.trials, args.clients)
+        results = asyncio.run(bench(cluster, args))
+    text = report(results, cluster.lease_ttl, args)
     print(text)
     if args.update:
         update_benchmarks_md(args.update, "failover_bench", text)

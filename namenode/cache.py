@@ -10,6 +10,9 @@ remembers the epoch of the commit that last wrote it, and a fill is refused when
 key was written after the read began. Evicted keys forget their epoch, so the
 highest evicted epoch becomes a floor below which no fill is accepted.
 
+A directory is *complete* when every one of its entries is in the cache (see
+`NamespaceCache`): a name missing from it does not exist, with no query.
+
 `search_epoch` counts the commits that may change who can search which directories: a
 directory's mode or owner changed, or a directory moved. The view keeps what it
 learnt about searching directories only while that number stays the same.
@@ -18,10 +21,13 @@ learnt about searching directories only while that number stays the same.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.inode_records import ExtentRow, Inode
+
+if TYPE_CHECKING:
+    from plasmafs.namenode.store import ListedEntry
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -35,6 +41,7 @@ class _Missing:
 
 
 MISSING: Final = _Missing()
+UNCOUNTED: Final = -1  # a complete directory whose number of entries is not known
 
 
 class _Table(Generic[K, V]):
@@ -104,9 +111,12 @@ class NamespaceCache:
 
     A directory is *complete* when every one of its entries is in the cache: one this
     namenode created (empty at birth, and every later change passes through commits
-    here). A name missing from a complete directory does not exist, with no query, and
-    the number of its entries is counted as commits change them, so that rmdir asks
-    no query either. Evicting any entry of a directory makes it incomplete again.
+    here), or one read whole (`fill_directory`). A name missing from a complete
+    directory does not exist, with no query. The entries of a directory created here
+    are counted as commits change them, so that rmdir asks no query either; a
+    directory read whole is not counted (a commit already in PostgreSQL but not yet
+    here may or may not be in what was read). Evicting any entry of a directory makes
+    it incomplete again.
     """
 
     def __init__(self, inode_limit: int, entry_limit: int) -> None:
@@ -119,6 +129,7 @@ class NamespaceCache:
         self.parents: _Table[int, int] = _Table(entry_limit)
         self._complete: dict[int, int] = {}  # directory -> number of its entries
         self._complete_limit = max(entry_limit, 16)
+        self._loading: dict[int, bool] = {}  # directory read whole -> no entry evicted yet
 
     def get_inode(self, ino: int) -> Inode | _Missing | None:
         """The cached inode, None if known not to exist, or MISSING."""
@@ -131,23 +142,54 @@ class NamespaceCache:
             return None
         return found
 
-    def mark_complete(self, directory: int) -> None:
-        """Record that every entry of the (new, empty) `directory` is cached."""
-        self._complete[directory] = 0
+    def mark_complete(self, directory: int, count: int = 0) -> None:
+        """Record that every entry of `directory` (new and empty, unless `count` says
+        how many it has or that it is UNCOUNTED) is cached."""
+        self._complete[directory] = count
         if len(self._complete) > self._complete_limit:
             del self._complete[next(iter(self._complete))]
 
+    def is_complete(self, directory: int) -> bool:
+        """Whether every entry of `directory` is cached."""
+        return directory in self._complete
+
+    def begin_load(self, directory: int) -> int:
+        """Start reading `directory` whole; returns the epoch to give `fill_directory`.
+        (Entries committed meanwhile are in the cache with later epochs; an entry of
+        the directory evicted meanwhile spoils the load.)"""
+        self._loading[directory] = True
+        return self.epoch
+
+    def fill_directory(self, directory: int, listed: list[ListedEntry], read_epoch: int) -> bool:
+        """Remember every entry of `directory` a read that began at
+        `begin_load` found, and mark it complete if every one of them is cached now
+        and none of its entries was evicted meanwhile. Returns whether it is."""
+        for entry in listed:
+            self.fill_entry(directory, entry.name, entry.ino, read_epoch)
+        unspoiled = self._loading.pop(directory, False)  # (the fills may evict too)
+        peek = self.entries.peek
+        if not unspoiled or any(peek((directory, e.name)) is MISSING for e in listed):
+            return False  # a fill refused below the floor, or an entry evicted
+        self.mark_complete(directory, UNCOUNTED)
+        return True
+
+    def end_load(self, directory: int) -> None:
+        """Forget a load of `directory` that failed."""
+        self._loading.pop(directory, None)
+
     def entries_left(self, directory: int, removed: set[str]) -> int | None:
         """How many committed entries of `directory` are not among the names `removed`,
-        or None when the directory is not complete (then only a query can tell)."""
+        or None when that is not counted here (then only a query can tell)."""
         count = self._complete.get(directory)
-        if count is None:
+        if count is None or count == UNCOUNTED:
             return None
         cached = self.entries.peek
         return count - sum(isinstance(cached((directory, name)), int) for name in removed)
 
     def _entry_evicted(self, key: tuple[int, str]) -> None:
         self._complete.pop(key[0], None)
+        if key[0] in self._loading:
+            self._loading[key[0]] = False
 
     def fill_inode(self, ino: int, inode: Inode | None, read_epoch: int) -> None:
         """Remember what a read that began at `read_epoch` found."""
@@ -194,7 +236,7 @@ class NamespaceCache:
         commit)."""
         key = (parent, name)
         count = self._complete.get(parent)
-        if count is not None:
+        if count is not None and count != UNCOUNTED:
             count += (ino is not None) - isinstance(self.entries.peek(key), int)
         self.entries.put(key, ino, epoch)
         # (The put may have evicted an entry of `parent`, which makes it incomplete.)
@@ -230,3 +272,5 @@ class NamespaceCache:
         self.extents.clear(self.epoch)
         self.parents.clear(self.epoch)
         self._complete.clear()
+        for directory in self._loading:
+            self._loading[directory] = False

@@ -117,7 +117,8 @@ async def open_namespace(
     )
     transactions = Transactions(LockManager(), committer, data, leadership)
     leases = LeaseTable(settings.lease_recall_timeout)
-    view = View(store, cache, CoalescingReader(store, cache, settings.read_pool_size), leases)
+    reader = CoalescingReader(store, cache, settings.read_pool_size, settings.directory_load_limit)
+    view = View(store, cache, reader, leases)
     inode_numbers = InodeNumbers(store)
     namespace = Namespace(
         store,

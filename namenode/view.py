@@ -56,9 +56,16 @@ class View:
 
     async def committed_entry(self, parent: int, name: str) -> int | None:
         """The inode number of the committed entry, None if there is none."""
-        cached = self.cache.get_entry(parent, name)
+        cache = self.cache
+        cached = cache.get_entry(parent, name)
         if cached is not MISSING:
             return cached  # type: ignore[return-value]
+        directories = self.reader.directories
+        if directories.wanted(parent):
+            await directories.load(parent)
+            cached = cache.get_entry(parent, name)
+            if cached is not MISSING:
+                return cached  # type: ignore[return-value]
         return await self.reader.entry(parent, name)
 
     async def committed_parent(self, ino: int) -> int | None:

@@ -178,7 +178,9 @@ class MemoryStore:
         listed = []
         for name in names:
             ino = self.entries[(parent, name)]
-            listed.append(ListedEntry(name, ino, self.inodes[ino] if with_inodes else None))
+            # As the store's listing: an inode without the inline data it may hold.
+            inode = replace(self.inodes[ino], data=None) if with_inodes else None
+            listed.append(ListedEntry(name, ino, inode))
         return listed
 
     async def get_extents(self, inos: list[int]) -> dict[int, tuple[ExtentRow, ...]]:

@@ -62,18 +62,19 @@ class Opened:
 
 @contextlib.asynccontextmanager
 async def opened_namespace(
-    store: Any, leases: Any, dsn: str | None = None
+    store: Any, leases: Any, dsn: str | None = None, **settings: Any
 ) -> AsyncIterator[Opened]:
     """The namespace over `store` (a `Store`, or a stand-in with its methods) with one
     registered datanode of CAPACITY blocks, active under `leases` (a `LeaseStore`, or
-    a stand-in)."""
+    a stand-in), with namenode `settings` other than the defaults."""
     real = cast(Store, store)
     leadership = Leadership(cast(LeaseStore, leases), LEASE_TTL, on_deposed=lambda reason: None)
     await leadership.take()
     leadership.start()
     await real.open()
-    settings = NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE)
-    parts = await open_namespace(settings, real, leadership)
+    parts = await open_namespace(
+        NamenodeSettings(dsn=dsn, default_blocksize=BLOCKSIZE, **settings), real, leadership
+    )
     await parts.data.registry.register(
         str(uuid.uuid4()), "127.0.0.1", "127.0.0.1:1", BLOCKSIZE, CAPACITY
     )

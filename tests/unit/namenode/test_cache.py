@@ -5,6 +5,7 @@ from __future__ import annotations
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.inode_records import Inode
+from plasmafs.namenode.store import ListedEntry
 
 
 def _inode(ino: int, version: int = 1) -> Inode:
@@ -130,3 +131,41 @@ def test_the_search_epoch_counts_what_may_change_who_searches_where() -> None:
     assert bumps(lambda e: cache.commit_entry(4, "x", 99, e))  # an inode of unknown kind
     assert bumps(lambda e: cache.commit_inode(7, _directory(7), e))  # not cached before
     assert bumps(lambda _: cache.invalidate_all())
+
+
+def _listed(*names: str) -> list[ListedEntry]:
+    return [ListedEntry(name, 100 + k, None) for k, name in enumerate(names)]
+
+
+def test_a_directory_read_whole_answers_absent_names_and_is_not_counted() -> None:
+    cache = NamespaceCache(64, 64)
+    epoch = cache.begin_load(7)
+    # A commit while the read runs: its entries are newer than what the read found.
+    cache.commit_entry(7, "b", None, cache.begin_commit())
+    cache.commit_entry(7, "c", 300, cache.begin_commit())
+    assert cache.fill_directory(7, _listed("a", "b"), epoch)
+    assert cache.get_entry(7, "a") == 100
+    assert cache.get_entry(7, "b") is None  # removed after the read began
+    assert cache.get_entry(7, "c") == 300
+    assert cache.get_entry(7, "nope") is None
+    assert cache.entries_left(7, set()) is None  # complete, but not counted
+    cache.commit_entry(7, "d", 301, cache.begin_commit(), created=True)
+    assert cache.entries_left(7, set()) is None
+
+
+def test_a_directory_read_whole_is_not_complete_when_an_entry_went_meanwhile() -> None:
+    cache = NamespaceCache(16, 16)
+    epoch = cache.begin_load(7)
+    cache.commit_entry(7, "new", 300, cache.begin_commit())
+    for k in range(40):  # evicts the new entry, which the read may not have seen
+        cache.commit_entry(8, f"n{k}", 200 + k, cache.begin_commit())
+    assert not cache.fill_directory(7, _listed("a"), epoch)
+    assert cache.get_entry(7, "new") is MISSING
+
+
+def test_a_directory_read_whole_is_not_complete_after_invalidate_all() -> None:
+    cache = NamespaceCache(64, 64)
+    epoch = cache.begin_load(7)
+    cache.invalidate_all()
+    assert not cache.fill_directory(7, _listed("a"), epoch)
+    assert cache.get_entry(7, "nope") is MISSING

@@ -1,0 +1,106 @@
+"""Directories read whole: a namenode that did not create a directory (it took over,
+or restarted) reads it once after a few misses, and then answers lookups and creates
+in it from the cache, names that exist or not, with no query per name."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from plasmafs.core.errors import NotEmptyError, NotFoundError
+from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.coalescing_reader import LOAD_AFTER_MISSES
+from plasmafs.namenode.principals import SUPERUSER
+from plasmafs.namenode.store import ListedEntry
+from tests.support.memory_store import MemoryStore
+from tests.support.namespace_parts import Opened, opened_namespace
+
+
+class CountingStore(MemoryStore):
+    """A `MemoryStore` that counts the reads of entries by name and of whole listings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys_read: list[tuple[int, str]] = []
+        self.listings: list[int] = []
+
+    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
+        self.keys_read.extend(keys)
+        return await super().get_entries(keys)
+
+    async def list_entries(
+        self, parent: int, after: str, limit: int, with_inodes: bool
+    ) -> list[ListedEntry]:
+        self.listings.append(parent)
+        return await super().list_entries(parent, after, limit, with_inodes)
+
+
+async def create(ns: Opened, path: str) -> None:
+    txn = ns.begin()
+    await ns.create(txn, path.encode())
+    await ns.commit(txn)
+
+
+async def lookup(ns: Opened, path: str) -> int:
+    attr = await ns.parts.namespace.lookup(None, Place.of(path.encode()), True, who=SUPERUSER)
+    return attr.ino
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[CountingStore]:
+    """A store holding /d with 20 files and /big with 40, written by a namenode that is
+    gone: the next one starts with a cold cache."""
+    store = CountingStore()
+    async with opened_namespace(store, store.leases) as ns:
+        for directory, count in (("/d", 20), ("/big", 40)):
+            txn = ns.begin()
+            await ns.parts.namespace.mkdir(txn, Place.of(directory.encode()), 0o755)
+            await ns.commit(txn)
+            for k in range(count):
+                await create(ns, f"{directory}/f{k}")
+    store.keys_read.clear()
+    return store
+
+
+async def test_creates_in_a_directory_made_before_stop_querying_after_a_few(
+    store: CountingStore,
+) -> None:
+    async with opened_namespace(store, store.leases, directory_load_limit=32) as ns:
+        d = await lookup(ns, "/d")
+        for k in range(20, 40):
+            await create(ns, f"/d/f{k}")
+        asked = [key for key in store.keys_read if key[0] == d]
+        assert len(asked) == LOAD_AFTER_MISSES - 1  # then the directory was read whole
+        assert store.listings.count(d) == 1
+        for k in range(40):  # every name, old and new, from the cache
+            await lookup(ns, f"/d/f{k}")
+        with pytest.raises(NotFoundError):
+            await lookup(ns, "/d/nothing")
+        assert [key for key in store.keys_read if key[0] == d] == asked
+        assert store.listings.count(d) == 1
+        txn = ns.begin()  # not counted when read whole: rmdir asks, and is refused
+        with pytest.raises(NotEmptyError):
+            await ns.parts.namespace.rmdir(txn, Place.of(b"/d"))
+
+
+async def test_a_directory_larger_than_the_limit_is_read_by_name(
+    store: CountingStore,
+) -> None:
+    async with opened_namespace(store, store.leases, directory_load_limit=32) as ns:
+        big = await lookup(ns, "/big")
+        for k in range(40, 60):
+            await create(ns, f"/big/f{k}")
+        assert store.listings.count(big) == 1  # found too large once, then remembered
+        assert len([key for key in store.keys_read if key[0] == big]) == 20
+        for k in range(60):
+            await lookup(ns, f"/big/f{k}")
+
+
+async def test_no_directory_is_read_whole_when_the_limit_is_zero(
+    store: CountingStore,
+) -> None:
+    async with opened_namespace(store, store.leases, directory_load_limit=0) as ns:
+        for k in range(20, 30):
+            await create(ns, f"/d/f{k}")
+        assert store.listings == []
