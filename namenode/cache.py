@@ -153,28 +153,33 @@ class NamespaceCache:
         """Whether every entry of `directory` is cached."""
         return directory in self._complete
 
-    def begin_load(self, directory: int) -> int:
-        """Start reading `directory` whole; returns the epoch to give `fill_directory`.
-        (Entries committed meanwhile are in the cache with later epochs; an entry of
-        the directory evicted meanwhile spoils the load.)"""
+    def begin_load(self, directory: int) -> None:
+        """Start reading `directory` whole, a page at a time (`fill_loaded`). Entries
+        committed meanwhile are in the cache with later epochs than the pages; an
+        entry of the directory evicted meanwhile spoils the load."""
         self._loading[directory] = True
-        return self.epoch
 
-    def fill_directory(self, directory: int, listed: list[ListedEntry], read_epoch: int) -> bool:
-        """Remember every entry of `directory` a read that began at
-        `begin_load` found, and mark it complete if every one of them is cached now
-        and none of its entries was evicted meanwhile. Returns whether it is."""
+    def fill_loaded(self, directory: int, listed: list[ListedEntry], read_epoch: int) -> bool:
+        """Remember a page of `directory`'s entries a read that began at `read_epoch`
+        found; returns whether the load is still good (no fill refused, no entry of
+        the directory evicted since `begin_load`)."""
         for entry in listed:
             self.fill_entry(directory, entry.name, entry.ino, read_epoch)
-        unspoiled = self._loading.pop(directory, False)  # (the fills may evict too)
         peek = self.entries.peek
-        if not unspoiled or any(peek((directory, e.name)) is MISSING for e in listed):
-            return False  # a fill refused below the floor, or an entry evicted
+        if any(peek((directory, e.name)) is MISSING for e in listed):
+            self.end_load(directory)  # a fill refused below the floor, or evicted
+        return self._loading.get(directory, False)
+
+    def finish_load(self, directory: int) -> bool:
+        """Mark `directory` complete once every page of it was filled by a load still
+        good; returns whether it is."""
+        if not self._loading.pop(directory, False):
+            return False
         self.mark_complete(directory, UNCOUNTED)
         return True
 
     def end_load(self, directory: int) -> None:
-        """Forget a load of `directory` that failed."""
+        """Forget a load of `directory` (spoiled, failed or given up)."""
         self._loading.pop(directory, None)
 
     def entries_left(self, directory: int, removed: set[str]) -> int | None:

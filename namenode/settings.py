@@ -39,10 +39,11 @@ class NamenodeSettings(DaemonSettings):
     cache_inodes: int = Field(default=1_000_000, ge=16)
     cache_entries: int = Field(default=1_000_000, ge=16)
     directory_load_limit: int = Field(
-        default=1024,
+        default=100_000,
         ge=0,
         description="a directory of at most this many entries that keeps missing the "
-        "cache is read whole, so that lookups and creates in it need no query (0: never)",
+        "cache is read whole, so that lookups and creates in it need no query (0: never; "
+        "at most a quarter of cache_entries is used)",
     )
     max_group: int = Field(default=512, ge=1, le=10_000)
     commit_lanes: int = Field(default=1, ge=1, le=16)

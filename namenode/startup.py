@@ -117,7 +117,9 @@ async def open_namespace(
     )
     transactions = Transactions(LockManager(), committer, data, leadership)
     leases = LeaseTable(settings.lease_recall_timeout)
-    reader = CoalescingReader(store, cache, settings.read_pool_size, settings.directory_load_limit)
+    # One directory read whole must not push most of the cache out.
+    load_limit = min(settings.directory_load_limit, settings.cache_entries // 4)
+    reader = CoalescingReader(store, cache, settings.read_pool_size, load_limit)
     view = View(store, cache, reader, leases)
     inode_numbers = InodeNumbers(store)
     namespace = Namespace(

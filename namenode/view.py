@@ -103,6 +103,8 @@ class View:
             entries = txn.cs.entries
             if key in entries:
                 return entries[key]
+            if parent in txn.cs.created:
+                return None  # a directory this transaction made has nothing committed
         return await self.committed_entry(parent, name)
 
     async def resolve_place(

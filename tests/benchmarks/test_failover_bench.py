@@ -20,7 +20,7 @@ def test_failover_bench_measures_both_faults_and_reports_them(tmp_path: Path) ->
     benchmarks.write_text("# Benchmarks\n")
     done = subprocess.run(
         [sys.executable, "-m", "loadtests.failover_bench", "--trials", "1", "--clients", "2",
-         "--update", str(benchmarks)],
+         "--readers", "2", "--files", "1000", "--after", "6", "--update", str(benchmarks)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -139,11 +139,14 @@ def _listed(*names: str) -> list[ListedEntry]:
 
 def test_a_directory_read_whole_answers_absent_names_and_is_not_counted() -> None:
     cache = NamespaceCache(64, 64)
-    epoch = cache.begin_load(7)
+    cache.begin_load(7)
+    epoch = cache.epoch
     # A commit while the read runs: its entries are newer than what the read found.
     cache.commit_entry(7, "b", None, cache.begin_commit())
     cache.commit_entry(7, "c", 300, cache.begin_commit())
-    assert cache.fill_directory(7, _listed("a", "b"), epoch)
+    assert cache.fill_loaded(7, _listed("a", "b"), epoch)
+    assert cache.get_entry(7, "nope") is MISSING  # not complete before the last page
+    assert cache.finish_load(7)
     assert cache.get_entry(7, "a") == 100
     assert cache.get_entry(7, "b") is None  # removed after the read began
     assert cache.get_entry(7, "c") == 300
@@ -155,17 +158,21 @@ def test_a_directory_read_whole_answers_absent_names_and_is_not_counted() -> Non
 
 def test_a_directory_read_whole_is_not_complete_when_an_entry_went_meanwhile() -> None:
     cache = NamespaceCache(16, 16)
-    epoch = cache.begin_load(7)
+    cache.begin_load(7)
+    epoch = cache.epoch
     cache.commit_entry(7, "new", 300, cache.begin_commit())
     for k in range(40):  # evicts the new entry, which the read may not have seen
         cache.commit_entry(8, f"n{k}", 200 + k, cache.begin_commit())
-    assert not cache.fill_directory(7, _listed("a"), epoch)
+    assert not cache.fill_loaded(7, _listed("a"), epoch)
+    assert not cache.finish_load(7)
     assert cache.get_entry(7, "new") is MISSING
 
 
 def test_a_directory_read_whole_is_not_complete_after_invalidate_all() -> None:
     cache = NamespaceCache(64, 64)
-    epoch = cache.begin_load(7)
+    cache.begin_load(7)
+    epoch = cache.epoch
     cache.invalidate_all()
-    assert not cache.fill_directory(7, _listed("a"), epoch)
+    assert not cache.fill_loaded(7, _listed("a"), epoch)
+    assert not cache.finish_load(7)
     assert cache.get_entry(7, "nope") is MISSING

@@ -1,6 +1,7 @@
 """Directories read whole: a namenode that did not create a directory (it took over,
-or restarted) reads it once after a few misses, and then answers lookups and creates
-in it from the cache, names that exist or not, with no query per name."""
+or restarted) reads it a page at a time as misses pay for the pages, and then answers
+lookups and creates in it from the cache, names that exist or not, with no query per
+name."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pytest
 
 from plasmafs.core.errors import NotEmptyError, NotFoundError
 from plasmafs.namenode.addressing import Place
-from plasmafs.namenode.coalescing_reader import LOAD_AFTER_MISSES
+from plasmafs.namenode.directory_loads import ENTRIES_PER_MISS, PAGE
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.store import ListedEntry
 from tests.support.memory_store import MemoryStore
 from tests.support.namespace_parts import Opened, opened_namespace
+
+MISSES_PER_PAGE = PAGE // ENTRIES_PER_MISS
 
 
 class CountingStore(MemoryStore):
@@ -49,29 +52,30 @@ async def lookup(ns: Opened, path: str) -> int:
 
 @pytest.fixture
 async def store() -> AsyncIterator[CountingStore]:
-    """A store holding /d with 20 files and /big with 40, written by a namenode that is
-    gone: the next one starts with a cold cache."""
+    """A store holding /d with 20 files, /big with 40 and /pages with 2.5 pages'
+    worth, written by a namenode that is gone: the next one starts with a cold cache."""
     store = CountingStore()
     async with opened_namespace(store, store.leases) as ns:
-        for directory, count in (("/d", 20), ("/big", 40)):
+        for directory, count in (("/d", 20), ("/big", 40), ("/pages", PAGE * 5 // 2)):
             txn = ns.begin()
             await ns.parts.namespace.mkdir(txn, Place.of(directory.encode()), 0o755)
-            await ns.commit(txn)
             for k in range(count):
-                await create(ns, f"{directory}/f{k}")
+                await ns.create(txn, f"{directory}/f{k}".encode())
+            await ns.commit(txn)
     store.keys_read.clear()
+    store.listings.clear()
     return store
 
 
 async def test_creates_in_a_directory_made_before_stop_querying_after_a_few(
     store: CountingStore,
 ) -> None:
-    async with opened_namespace(store, store.leases, directory_load_limit=32) as ns:
+    async with opened_namespace(store, store.leases) as ns:
         d = await lookup(ns, "/d")
         for k in range(20, 40):
             await create(ns, f"/d/f{k}")
         asked = [key for key in store.keys_read if key[0] == d]
-        assert len(asked) == LOAD_AFTER_MISSES - 1  # then the directory was read whole
+        assert len(asked) == MISSES_PER_PAGE - 1  # then the directory was read whole
         assert store.listings.count(d) == 1
         for k in range(40):  # every name, old and new, from the cache
             await lookup(ns, f"/d/f{k}")
@@ -82,6 +86,31 @@ async def test_creates_in_a_directory_made_before_stop_querying_after_a_few(
         txn = ns.begin()  # not counted when read whole: rmdir asks, and is refused
         with pytest.raises(NotEmptyError):
             await ns.parts.namespace.rmdir(txn, Place.of(b"/d"))
+
+
+async def test_a_directory_of_several_pages_is_read_as_misses_pay_for_them(
+    store: CountingStore,
+) -> None:
+    async with opened_namespace(store, store.leases) as ns:
+        d = await lookup(ns, "/pages")
+        count = PAGE * 5 // 2
+        k = count
+        while store.listings.count(d) < 3:
+            await create(ns, f"/pages/f{k}")
+            k += 1
+        # Each page was paid for by MISSES_PER_PAGE misses, the last one read by name
+        # too while the directory was incomplete; the third page completed it.
+        assert k - count == 3 * MISSES_PER_PAGE
+        asked = [key for key in store.keys_read if key[0] == d]
+        assert len(asked) == 3 * MISSES_PER_PAGE - 1
+        for n in range(k, k + 50):
+            await create(ns, f"/pages/f{n}")
+        for n in range(0, k + 50, 97):
+            await lookup(ns, f"/pages/f{n}")
+        with pytest.raises(NotFoundError):
+            await lookup(ns, "/pages/nothing")
+        assert [key for key in store.keys_read if key[0] == d] == asked
+        assert store.listings.count(d) == 3
 
 
 async def test_a_directory_larger_than_the_limit_is_read_by_name(
