@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from plasmafs.core.errors import StorageError
-from plasmafs.local.cluster import start_daemon
+from plasmafs.local.cluster import process_exited, start_daemon
 from plasmafs.local.postgres import LocalPostgres, create_database, start_postgres, stop_postgres
 
 SUBNET_PREFIX = "10.213"  # hosts get 10.213.<net>.<10 + k>/24; the bridge .1
@@ -178,17 +178,10 @@ def _end_processes(spaces: list[str], grace: float = 10.0) -> None:
                 os.kill(pid, sig)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            pids = {p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"}
+            pids = {p for p in pids if not process_exited(p)}
             if not pids:
                 return
             time.sleep(0.05)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "Z"
 
 
 def _free_net() -> int:

@@ -148,6 +148,14 @@ def process_alive(pid: int, marker: str) -> bool:
     return marker.encode() in cmdline
 
 
+def process_exited(pid: int) -> bool:
+    """True if `pid` is gone or a zombie (dead, its parent has not reaped it yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _external_dsn() -> str | None:
     dsn = os.environ.get("PFS_NAMENODE_DSN")
     if dsn:
@@ -250,17 +258,25 @@ def start_daemon(
 
 def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:
     """SIGTERM `pid` (if it is still ours), SIGKILL after `timeout`; True if it ran."""
-    if not process_alive(pid, marker):
-        return False
-    os.kill(pid, signal.SIGTERM)
+    return bool(stop_processes([pid], marker, timeout))
+
+
+def stop_processes(pids: list[int], marker: str, timeout: float = 15.0) -> list[int]:
+    """SIGTERM every one of `pids` still ours at once, SIGKILL those left after
+    `timeout`; returns those that ran."""
+    running = [pid for pid in pids if process_alive(pid, marker)]
+    for pid in running:
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while process_alive(pid, marker) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and any(process_alive(pid, marker) for pid in running):
         time.sleep(0.05)
+        for pid in running:
+            _reap(pid)
+    for pid in running:
+        if process_alive(pid, marker):
+            os.kill(pid, signal.SIGKILL)
         _reap(pid)
-    if process_alive(pid, marker):
-        os.kill(pid, signal.SIGKILL)
-    _reap(pid)
-    return True
+    return running
 
 
 def _reap(pid: int) -> None:
@@ -545,11 +561,9 @@ def _stop_daemons(state: ClusterState) -> list[str]:
     for d in state.datanodes:
         if stop_process(int(str(d["pid"])), "plasmafs.datanode"):
             stopped.append(f"datanode (pid {d['pid']})")
-    for n in state.standbys:  # before the first: none of them takes over on the way down
-        if stop_process(int(str(n["pid"])), "plasmafs.namenode"):
-            stopped.append(f"namenode (pid {n['pid']})")
-    if stop_process(state.namenode_pid, "plasmafs.namenode"):
-        stopped.append(f"namenode (pid {state.namenode_pid})")
+    # All at once: stopped one by one, each standby left would take over on the way down.
+    pids = [state.namenode_pid, *(int(str(n["pid"])) for n in state.standbys)]
+    stopped += [f"namenode (pid {pid})" for pid in stop_processes(pids, "plasmafs.namenode")]
     return stopped
 
 

@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 
 from plasmafs.client import Client, ConnectionLostError
+from plasmafs.local.cluster import process_exited
 from plasmafs.local.postgres import LocalPostgres, start_postgres, stop_postgres
 from tests.support.cluster import NamenodeProcess, prepare_database, run
 from tests.support.create_load import CreateLoad
@@ -48,7 +49,7 @@ def crash_and_restart(pg: LocalPostgres) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     for pid in [postmaster, *children]:
-        while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+        while not process_exited(pid):
             os.sched_yield()
     # The dead postmaster may linger as a zombie whose pid PostgreSQL would take as alive.
     for stale in [pg.datadir / "postmaster.pid", *pg.datadir.glob(".s.PGSQL.*")]:
@@ -61,13 +62,6 @@ def _parent(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "Z"
 
 
 async def _setup(address: str) -> None:

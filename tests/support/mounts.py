@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from plasmafs.local.cluster import process_exited
 from plasmafs.mount.mountpoints import is_mounted
 from tests.support.cli_runner import clean_env, run_pfs
 
@@ -30,14 +31,7 @@ class Mount:
 
     def alive(self) -> bool:
         """True while the mount's process runs (pfs mount started it; init reaps it)."""
-        return Path(f"/proc/{self.pid}").exists() and not _zombie(self.pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
+        return not process_exited(self.pid)
 
 
 @contextlib.contextmanager
@@ -76,7 +70,7 @@ def unmount(where: Path, pid: int | None) -> None:
         return
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+        if process_exited(pid):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
