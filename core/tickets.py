@@ -1,8 +1,9 @@
 """Block-range tickets: capabilities the namenode signs and datanodes check alone.
 
 A ticket names one datanode, a block range, read or write, an expiry, the
-credential it was issued to (0: the namenode's own, for its datanodes' copies) and
-the issuing namenode's term; its signature is HMAC-SHA256 over those fields with the
+credential it was issued to (0: the namenode's own, for its datanodes' copies), the
+issuing namenode's term and the range's owner (file, generation, file block index:
+the stamp datanodes keep with each block); its signature is HMAC-SHA256 over those fields with the
 secret the namenode shares with its datanodes at registration. A datanode refuses a
 missing, forged, expired, foreign or out-of-range ticket, one of a credential the
 namenode has since revoked (it lists those in its heartbeat replies), and a write
@@ -23,13 +24,14 @@ from collections.abc import Container
 from plasmafs.core.errors import PermissionDeniedError
 from plasmafs.core.proto import datanode_pb2 as dpb
 
-_LAYOUT = struct.Struct(">IQQ?qQQ")  # datanode, start, count, write, expiry, credential, term
+# datanode, start, count, write, expiry, credential, term, owner ino, generation, index
+_LAYOUT = struct.Struct(">IQQ?qQQQQQ")
 
 
 def _digest(secret: bytes, t: dpb.Ticket) -> bytes:
     payload = _LAYOUT.pack(
         t.datanode_id, t.block_start, t.block_count, t.write, t.expires_unix_ms, t.credential,
-        t.term,
+        t.term, t.owner_ino, t.owner_generation, t.owner_index,
     )  # fmt: skip
     return hmac.new(secret, payload, hashlib.sha256).digest()
 
@@ -44,13 +46,16 @@ def sign(
     ttl_seconds: float,
     credential: int = 0,
     term: int = 0,
+    owner: tuple[int, int, int] = (0, 0, 0),
     out: dpb.Ticket | None = None,
 ) -> dpb.Ticket:
     """A signed ticket for blocks [block_start, block_start + block_count) of a datanode,
-    issued to `credential` by the namenode of `term`."""
+    issued to `credential` by the namenode of `term`, for the blocks of `owner` (file,
+    generation, file block index of block_start)."""
     t = out if out is not None else dpb.Ticket()
     t.credential = credential
     t.term = term
+    t.owner_ino, t.owner_generation, t.owner_index = owner
     t.datanode_id = datanode_id
     t.block_start = block_start
     t.block_count = block_count
@@ -95,3 +100,12 @@ def check(
             f"blocks {block_start}..{end - 1} are outside the ticket's "
             f"{ticket.block_start}..{ticket.block_start + ticket.block_count - 1}"
         )
+
+
+def owner_at(ticket: dpb.Ticket, block: int) -> tuple[int, int, int] | None:
+    """The owner (file, generation, file block index) `ticket` names for `block` of its
+    range, None when it names none (generation 0: extents allocated before stamps)."""
+    if not ticket.owner_ino or not ticket.owner_generation:
+        return None
+    index = ticket.owner_index + block - ticket.block_start
+    return (ticket.owner_ino, ticket.owner_generation, index)

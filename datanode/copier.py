@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 
 from plasmafs.core import channel_options as channels
+from plasmafs.core import tickets
 from plasmafs.core.data_framing import DatanodeStub
 from plasmafs.core.errors import (
     InvalidArgumentError,
@@ -227,7 +228,7 @@ class Copier:
                     self.bytes += disk_bytes
                 # Around the page cache: this datanode is not expected to serve the copy
                 # soon, and filling the cache would evict what clients read.
-                disk = in_thread(self.io, self._write, task.block_start + written // bs, whole)
+                disk = in_thread(self.io, self._write, task, written // bs, whole)
                 disk_bytes = len(whole)
                 written += len(whole)
             if disk is not None:
@@ -246,8 +247,11 @@ class Copier:
             call.cancel()
             await settle(disk)
 
-    def _write(self, block_start: int, data: bytes | bytearray | memoryview) -> None:
-        self.volume.write_blocks(block_start, data, around_cache=True)
+    def _write(self, task: pb.CopyTask, at: int, data: bytes | bytearray | memoryview) -> None:
+        """Write the copy's blocks from its `at`-th on, stamped with the owner the
+        source's ticket names for them (the copy is the same file's blocks)."""
+        owner = tickets.owner_at(task.source_ticket, task.source_block_start + at)
+        self.volume.write_blocks(task.block_start + at, data, around_cache=True, owner=owner)
 
     def _reader(self, address: str, plaintext: bool) -> ReadBlocks:
         cached = self._channels.get((address, plaintext))

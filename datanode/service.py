@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from plasmafs.core import data_framing as dataframes
+from plasmafs.core import tickets
 from plasmafs.core.data_framing import SERVICE
 from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.core.proto import datanode_pb2 as dpb
@@ -64,8 +65,9 @@ class DatanodeServicer:
                 raise InvalidArgumentError("offset/length outside the block range")
             length = request.length or total - request.offset
             pieces = _framed_pieces(
-                self.volume, request.block_start, request.offset, request.offset + length
-            )
+                self.volume, request.ticket, request.block_start, request.offset,
+                request.offset + length,
+            )  # fmt: skip
             loop = asyncio.get_running_loop()
             # A thread reads, checks and frames the next piece while this one is sent: the
             # event loop only hands finished messages to gRPC.
@@ -102,7 +104,9 @@ class DatanodeServicer:
             self._check(first.ticket, start, count, write=True)
             # The scrub leaves the range alone until no thread writes it any more.
             with self.inflight.writing(start, count):
-                written = await self._write(request_iterator, start, count, first.data)
+                written = await self._write(
+                    request_iterator, first.ticket, start, count, first.data
+                )
             self.bytes_written += written
             return dpb.WriteReply(bytes_written=written)
         except PlasmaError as exc:
@@ -116,11 +120,17 @@ class DatanodeServicer:
     async def _write(
         self,
         request_iterator: AsyncIterator[dpb.WriteChunk | memoryview],
+        ticket: dpb.Ticket,
         start: int,
         count: int,
         first: bytes,
     ) -> int:
         bs = self.volume.info.blocksize
+        volume = self.volume
+
+        def write(block: int, data: bytes | bytearray | memoryview) -> None:
+            volume.write_blocks(block, data, owner=tickets.owner_at(ticket, block))
+
         limit = count * bs
         written = 0
         pending = bytearray(first)
@@ -137,14 +147,14 @@ class DatanodeServicer:
                     raise InvalidArgumentError(f"more than {count} blocks of data")
                 if disk is not None:
                     await asyncio.shield(disk)
-                disk = in_thread(self.io, self.volume.write_blocks, start + written // bs, whole)
+                disk = in_thread(self.io, write, start + written // bs, whole)
                 written += len(whole)
             if disk is not None:
                 await asyncio.shield(disk)
             if written + len(pending) > limit:
                 raise InvalidArgumentError(f"more than {count} blocks of data")
             if pending:
-                await run_to_end(self.io, self.volume.write_blocks, start + written // bs, pending)
+                await run_to_end(self.io, write, start + written // bs, pending)
                 written += len(pending)
             await run_to_end(self.io, self.volume.flush)
             return written
@@ -187,7 +197,7 @@ def add_to_server(servicer: DatanodeServicer, server: grpc.aio.Server) -> None:
 
 
 def _framed_pieces(
-    volume: Volume, block_start: int, offset: int, end: int
+    volume: Volume, ticket: dpb.Ticket, block_start: int, offset: int, end: int
 ) -> Iterator[tuple[bytes, int]]:
     """Bytes [offset, end) of the range starting at `block_start`, as serialized ReadChunk
     messages of up to READ_CHUNK_BLOCKS blocks, each with its data size. Whole blocks
@@ -201,11 +211,13 @@ def _framed_pieces(
         n = min(READ_CHUNK_BLOCKS, last - block + 1)
         position = (block - block_start) * bs
         lo, hi = max(offset - position, 0), min(end - position, n * bs)
+        owner = tickets.owner_at(ticket, block)
         if (lo, hi) == (0, n * bs):
             message, data = dataframes.new_read_chunk(n * bs)
-            volume.read_into(block, n, data)
+            volume.read_into(block, n, data, owner)
         else:
-            message = dataframes.frame_read_chunk(memoryview(volume.read_blocks(block, n))[lo:hi])
+            whole = volume.read_blocks(block, n, owner)
+            message = dataframes.frame_read_chunk(memoryview(whole)[lo:hi])
         yield message, hi - lo
         block += n
 

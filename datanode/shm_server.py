@@ -29,6 +29,7 @@ import socket
 import threading
 from pathlib import Path
 
+from plasmafs.core import tickets
 from plasmafs.core.errors import (
     InvalidArgumentError,
     PlasmaError,
@@ -210,7 +211,8 @@ class LocalDataServer:
             length = request.length or total - request.offset
             if request.offset + length > total:
                 raise InvalidArgumentError("offset/length outside the block range")
-            self.volume.read_local(start, count, memoryview(segment)[:total])
+            owner = tickets.owner_at(request.ticket, start)
+            self.volume.read_local(start, count, memoryview(segment)[:total], owner)
             with self._lock:
                 self.bytes_read += length
             return dpb.LocalReply(data_offset=request.offset, length=length)
@@ -231,8 +233,10 @@ class LocalDataServer:
             authorize(self.registration, self.volume, request.ticket, start, count, write=True)
             # The client can still change the segment: the volume checksums and writes a
             # copy of it.
+            owner = tickets.owner_at(request.ticket, start)
             with memoryview(segment) as view, self.inflight.writing(start, count):
-                self.volume.write_blocks(start, view[offset : offset + length], changing=True)
+                piece = view[offset : offset + length]
+                self.volume.write_blocks(start, piece, changing=True, owner=owner)
             if request.sync:
                 self.volume.flush()
             return dpb.LocalReply(length=length)

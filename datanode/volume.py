@@ -1,9 +1,18 @@
 """One preallocated volume: block i at offset i * blocksize of `volume.data`, its crc32c
-at offset 4 * i of `volume.crc`, and the volume's identity in `volume.json`.
+at offset 4 * i of `volume.crc`, its owner stamp at offset 24 * i of `volume.stamp`,
+and the volume's identity in `volume.json`.
 
 Every block is written whole (a short last block is padded with zeros) together with
 its checksum, and every read verifies the checksum of each block it touches: a
 mismatch raises CorruptionError and no byte of that block is returned.
+
+A block's owner (file, generation, file block index: `Owner`, from the ticket) is
+part of its checksum: the crc32c runs over the owner's stamp, then the data. A read
+names the owner it expects, so a block since written for another file or version
+fails its checksum like a damaged one, with no extra I/O. The stamp is also kept on
+its own (written before the data) for the scrub, which has no ticket, and for the
+error message. Blocks without an owner (written before stamps, or by the datanode's
+tests) have a checksum of the data alone.
 """
 
 from __future__ import annotations
@@ -28,7 +37,10 @@ log = logging.getLogger(__name__)
 META = "volume.json"
 DATA = "volume.data"
 CRC = "volume.crc"
+STAMP = "volume.stamp"
 _CRC = struct.Struct("<I")
+_STAMP = struct.Struct("<QQQ")  # inode, generation, file block index
+Owner = tuple[int, int, int]  # (inode, generation, file block index of the first block)
 READ_PIECE = 256 * 1024  # bytes read and checksummed at a time by read_into (fits in L2)
 READ_AHEAD = 8 * 1024 * 1024  # bytes a streamed read asks the kernel for ahead of itself
 DIRECT_BUFFER = 4 * 1024 * 1024  # a thread's aligned buffer for direct writes
@@ -73,6 +85,10 @@ class Volume:
         self.sync = sync
         self._data = os.open(directory / DATA, os.O_RDWR)
         self._crc = os.open(directory / CRC, os.O_RDWR)
+        # Volumes made before stamps get theirs here: all zero (no owner), sparse.
+        self._stamp = os.open(directory / STAMP, os.O_RDWR | os.O_CREAT, 0o600)
+        if os.fstat(self._stamp).st_size < info.capacity_blocks * _STAMP.size:
+            os.ftruncate(self._stamp, info.capacity_blocks * _STAMP.size)
         # The volume is one file holding every block: the kernel's own read-ahead,
         # which guesses from sequential reads (up to read_ahead_kb, often 8 MiB), would
         # read past a range into other files' blocks or never-written space. Reads say
@@ -173,6 +189,7 @@ class Volume:
         """Close the files."""
         os.close(self._data)
         os.close(self._crc)
+        os.close(self._stamp)
         self._close_direct()
 
     def _close_direct(self) -> None:
@@ -195,23 +212,27 @@ class Volume:
         bs = self.info.blocksize
         os.posix_fadvise(self._data, block_start * bs, block_count * bs, os.POSIX_FADV_WILLNEED)
 
-    def read_blocks(self, block_start: int, block_count: int) -> bytes:
-        """Whole blocks, each verified against its checksum (through the page cache, as
-        `read_into`)."""
+    def read_blocks(self, block_start: int, block_count: int, owner: Owner | None = None) -> bytes:
+        """Whole blocks, each verified against its checksum and `owner` (through the page
+        cache, as `read_into`)."""
         self._note_cached_read(block_start, block_count)
         bs = self.info.blocksize
         data = os.pread(self._data, block_count * bs, block_start * bs)
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
+        seeds = _seeds(owner, block_count)
         view = memoryview(data)
         for i in range(block_count):
-            stored = _CRC.unpack_from(crcs, i * 4)[0]
-            if crc32c.crc32c(view[i * bs : (i + 1) * bs]) != stored:
-                raise CorruptionError(
-                    f"block {block_start + i} of volume {self.info.identity} fails its checksum"
-                )
+            crc = crc32c.crc32c(view[i * bs : (i + 1) * bs], seeds[i])
+            self._check_block(block_start, i, crc, crcs, owner)
         return data
 
-    def read_local(self, block_start: int, block_count: int, segment: memoryview) -> bool:
+    def read_local(
+        self,
+        block_start: int,
+        block_count: int,
+        segment: memoryview,
+        owner: Owner | None = None,
+    ) -> bool:
         """Whole blocks into a local client's page-aligned `segment`, verified as by
         `read_into`: around the page cache (direct volumes) unless the blocks were read
         recently, else through it, read ahead as one range. True if around the cache."""
@@ -221,46 +242,50 @@ class Volume:
             and direct is not None
             and not recent.read_again(block_start, block_count)
         ):
-            self._read_verified_at_once(direct, block_start, block_count, segment)
+            self._read_verified_at_once(direct, block_start, block_count, segment, owner)
             return True
         self.will_read(block_start, block_count)
-        self._read_verified(self._data, block_start, block_count, segment)
+        self._read_verified(self._data, block_start, block_count, segment, owner)
         return False
 
-    def read_into(self, block_start: int, block_count: int, buffer: memoryview) -> None:
-        """Whole blocks into `buffer`, each verified against its checksum, through the
-        page cache (they count as read recently: a local read of them then finds them
-        there)."""
+    def read_into(
+        self, block_start: int, block_count: int, buffer: memoryview, owner: Owner | None = None
+    ) -> None:
+        """Whole blocks into `buffer`, each verified against its checksum and `owner`,
+        through the page cache (they count as read recently: a local read of them then
+        finds them there)."""
         self._note_cached_read(block_start, block_count)
-        self._read_verified(self._data, block_start, block_count, buffer)
+        self._read_verified(self._data, block_start, block_count, buffer, owner)
 
     def _note_cached_read(self, block_start: int, block_count: int) -> None:
         if self._recent is not None:
             self._recent.read_again(block_start, block_count)
 
     def _read_verified(
-        self, fd: int, block_start: int, block_count: int, buffer: memoryview
+        self, fd: int, block_start: int, block_count: int, buffer: memoryview, owner: Owner | None
     ) -> None:
         crcs = self._crcs_for(block_start, block_count, buffer)
+        seeds = _seeds(owner, block_count)
         bs = self.info.blocksize
         # A piece is checked right after it is read, while it is still in the CPU cache:
         # one pass over memory instead of two.
         piece = min(bs, READ_PIECE)
         for i in range(block_count):
-            crc = 0
+            crc = seeds[i]
             for at in range(i * bs, (i + 1) * bs, piece):
                 got = os.preadv(fd, [buffer[at : at + piece]], block_start * bs + at)
                 if got != piece:
                     raise CorruptionError(f"short read of block {block_start + i}")
                 crc = crc32c.crc32c(buffer[at : at + piece], crc)
-            self._check_block(block_start, i, crc, crcs)
+            self._check_block(block_start, i, crc, crcs, owner)
 
     def _read_verified_at_once(
-        self, fd: int, block_start: int, block_count: int, buffer: memoryview
+        self, fd: int, block_start: int, block_count: int, buffer: memoryview, owner: Owner | None
     ) -> None:
         """`_read_verified` around the page cache, where nothing reads ahead: the range
         is one request to the disk (not one wait for the disk per piece), then checked."""
         crcs = self._crcs_for(block_start, block_count, buffer)
+        seeds = _seeds(owner, block_count)
         bs = self.info.blocksize
         done = 0
         while done < len(buffer):
@@ -269,7 +294,8 @@ class Volume:
                 raise CorruptionError(f"short read of block {block_start + done // bs}")
             done += got
         for i in range(block_count):
-            self._check_block(block_start, i, crc32c.crc32c(buffer[i * bs : (i + 1) * bs]), crcs)
+            crc = crc32c.crc32c(buffer[i * bs : (i + 1) * bs], seeds[i])
+            self._check_block(block_start, i, crc, crcs, owner)
 
     def _crcs_for(self, block_start: int, block_count: int, buffer: memoryview) -> bytes:
         """The stored checksums of the blocks `buffer` is to hold (it must fit them)."""
@@ -277,11 +303,26 @@ class Volume:
             raise ValueError(f"a buffer of {len(buffer)} bytes for {block_count} blocks")
         return os.pread(self._crc, block_count * 4, block_start * 4)
 
-    def _check_block(self, block_start: int, i: int, crc: int, crcs: bytes) -> None:
-        if crc != _CRC.unpack_from(crcs, i * 4)[0]:
+    def _check_block(
+        self, block_start: int, i: int, crc: int, crcs: bytes, owner: Owner | None
+    ) -> None:
+        if crc == _CRC.unpack_from(crcs, i * 4)[0]:
+            return
+        block = block_start + i
+        where = f"block {block} of volume {self.info.identity}"
+        stamp = self.stamp_of(block)
+        if owner is not None and owner[1] and stamp[1] and stamp != _owner_at(owner, i):
             raise CorruptionError(
-                f"block {block_start + i} of volume {self.info.identity} fails its checksum"
+                f"{where} holds block {stamp[2]} of inode {stamp[0]} (generation "
+                f"{stamp[1]}), not block {owner[2] + i} of inode {owner[0]} (generation "
+                f"{owner[1]}): it was reused since"
             )
+        raise CorruptionError(f"{where} fails its checksum")
+
+    def stamp_of(self, block: int) -> Owner:
+        """The owner stamp kept for `block` ((0, 0, 0): none)."""
+        raw = os.pread(self._stamp, _STAMP.size, block * _STAMP.size)
+        return _STAMP.unpack(raw) if len(raw) == _STAMP.size else (0, 0, 0)
 
     def verify_blocks(self, block_start: int, block_count: int) -> list[int]:
         """The blocks of [block_start, +block_count) that fail their checksum (or cannot
@@ -291,21 +332,22 @@ class Volume:
         buffer = memoryview(bytearray(piece))
         try:
             crcs = os.pread(self._crc, block_count * 4, block_start * 4)
+            stamps = os.pread(self._stamp, block_count * _STAMP.size, block_start * _STAMP.size)
         except OSError:  # a checksum that cannot be read verifies nothing
-            crcs = b""
+            crcs = stamps = b""
         bad = []
         ahead = ReadAhead(self, block_start, block_start + block_count - 1)
         for i in range(block_count):
             ahead.before(block_start + i)
             if len(crcs) < (i + 1) * 4 or not self._block_matches(
-                block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer
+                block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer, _stamp_seed(stamps, i)
             ):
                 bad.append(block_start + i)
         return bad
 
-    def _block_matches(self, block: int, stored: int, buffer: memoryview) -> bool:
+    def _block_matches(self, block: int, stored: int, buffer: memoryview, seed: int) -> bool:
         base = block * self.info.blocksize
-        crc = 0
+        crc = seed
         try:
             for at in range(0, self.info.blocksize, len(buffer)):
                 if os.preadv(self._data, [buffer], base + at) != len(buffer):
@@ -322,24 +364,31 @@ class Volume:
         *,
         around_cache: bool = False,
         changing: bool = False,
+        owner: Owner | None = None,
     ) -> None:
-        """Write whole blocks (a short tail is padded with zeros) and their checksums;
-        `around_cache` writes them with O_DIRECT where the file system allows it.
-        `changing` data (a client's shared memory) may change meanwhile: each block is
-        copied once, and the copy is what is checksummed and written."""
+        """Write whole blocks (a short tail is padded with zeros) of `owner`, their
+        stamps and their checksums; `around_cache` writes them with O_DIRECT where the
+        file system allows it. `changing` data (a client's shared memory) may change
+        meanwhile: each block is copied once, and the copy is what is checksummed and
+        written."""
         bs = self.info.blocksize
         count = (len(data) + bs - 1) // bs
         if len(data) % bs:
             data = bytes(data) + bytes(count * bs - len(data))
             changing = False  # a copy already
+        # The stamps first: a block overwritten but not yet stamped would pass as the
+        # old owner's in the scrub.
+        stamps = b"".join(_STAMP.pack(*_owner_at(owner, i)) for i in range(count))
+        _pwrite_all(self._stamp, memoryview(stamps), block_start * _STAMP.size)
+        seeds = _seeds(owner, count)
         view = memoryview(data)
         if self._direct is None and not (around_cache and self._open_direct()):
             if changing:
                 view = memoryview(bytes(view))
-            crcs = _checksums(view, bs)
+            crcs = _checksums(view, bs, seeds)
             _pwrite_all(self._data, view, block_start * bs)
         else:
-            crcs = self._write_direct(view, block_start * bs)
+            crcs = self._write_direct(view, block_start * bs, seeds)
         _pwrite_all(self._crc, memoryview(crcs), block_start * 4)
 
     def _open_direct(self) -> bool:
@@ -354,7 +403,7 @@ class Volume:
                     self._direct_refused = True  # e.g. tmpfs: through the page cache
         return self._direct is not None
 
-    def _write_direct(self, view: memoryview, offset: int) -> bytes:
+    def _write_direct(self, view: memoryview, offset: int, seeds: list[int]) -> bytes:
         """Write whole blocks with O_DIRECT; their checksums, taken from the copy written."""
         # O_DIRECT wants an aligned buffer: whole blocks are copied through this thread's
         # page-aligned one (offsets and lengths are whole blocks, so aligned already).
@@ -369,13 +418,15 @@ class Volume:
             for at in range(0, len(view), step):
                 piece = view[at : at + step]
                 aligned[: len(piece)] = piece
-                crcs.append(_checksums(aligned[: len(piece)], bs))
+                first = at // bs
+                crcs.append(_checksums(aligned[: len(piece)], bs, seeds[first:]))
                 _pwrite_all(self._direct, aligned[: len(piece)], offset + at)
         return b"".join(crcs)
 
     def flush(self) -> None:
         """Make written blocks durable (fdatasync), unless the sync policy is 'none'."""
         if self.sync:
+            os.fdatasync(self._stamp)
             os.fdatasync(self._data)  # the file's, whichever descriptor (direct or not) wrote
             os.fdatasync(self._crc)
 
@@ -414,11 +465,36 @@ def whole_blocks(
     return whole
 
 
-def _checksums(view: memoryview, blocksize: int) -> bytes:
-    """The crc32c of each whole block of `view`, packed as stored."""
+def _checksums(view: memoryview, blocksize: int, seeds: list[int]) -> bytes:
+    """The crc32c of each whole block of `view` after its seed, packed as stored."""
     return b"".join(
-        _CRC.pack(crc32c.crc32c(view[at : at + blocksize])) for at in range(0, len(view), blocksize)
+        _CRC.pack(crc32c.crc32c(view[at : at + blocksize], seeds[at // blocksize]))
+        for at in range(0, len(view), blocksize)
     )
+
+
+def _owner_at(owner: Owner | None, k: int) -> Owner:
+    """The stamp of the k-th block of a range whose first block is `owner`'s."""
+    if owner is None or not owner[1]:
+        return (0, 0, 0)
+    return (owner[0], owner[1], owner[2] + k)
+
+
+def _seeds(owner: Owner | None, count: int) -> list[int]:
+    """What the checksum of each of `count` blocks of `owner` starts from: the crc32c of
+    its stamp (0, the checksum of the data alone, for blocks without an owner)."""
+    if owner is None or not owner[1]:
+        return [0] * count
+    ino, generation, index = owner
+    return [crc32c.crc32c(_STAMP.pack(ino, generation, index + k)) for k in range(count)]
+
+
+def _stamp_seed(stamps: bytes, i: int) -> int:
+    """The checksum seed of the i-th stamp of `stamps` as stored (0 when missing)."""
+    if len(stamps) < (i + 1) * _STAMP.size:
+        return 0
+    stamp = _STAMP.unpack_from(stamps, i * _STAMP.size)
+    return crc32c.crc32c(stamps[i * _STAMP.size : (i + 1) * _STAMP.size]) if stamp[1] else 0
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:

@@ -18,6 +18,7 @@ or that an abort discards, are free again at once.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -64,6 +65,7 @@ class FileData:
         self._started_horizon = 0.0  # the same for tickets issued before this start
         self.replica_state = replica_state  # of a replica in block lists (replica health's)
         self.term = term  # this namenode's term, signed into every ticket
+        self._allocations = 0  # in this term (see _next_generation)
 
     async def load(self) -> None:
         """Read how long read tickets issued before this start may live."""
@@ -120,13 +122,14 @@ class FileData:
         cs = txn.cs
         grants: list[Extent] = []
         position = file_index
+        generation = self._next_generation()
         for p in placements:
             replicas = []
             for datanode, start in zip(p.datanodes, p.starts, strict=True):
                 cs.reserved.append((datanode, start, p.count))
-                row = ExtentRow(position, p.count, datanode, start)
+                row = ExtentRow(position, p.count, datanode, start, generation)
                 cs.extents_added[(ino, position, datanode)] = row
-                replicas.append(self._grant(row, write=True, credential=credential))
+                replicas.append(self._grant(ino, row, write=True, credential=credential))
             grants.append(Extent(position, p.count, tuple(replicas)))
             position += p.count
         cs.extents_changed.add(ino)
@@ -158,7 +161,7 @@ class FileData:
                     fi,
                     n,
                     tuple(
-                        self._grant(r, write=False, state=st, credential=credential)
+                        self._grant(inode.ino, r, write=False, state=st, credential=credential)
                         for st, r in states
                     ),
                 )
@@ -169,7 +172,7 @@ class FileData:
         """A read ticket for one replica of file `ino`, for a datanode copying it: a read
         grant like a client's, so the blocks stay unused while the copy may read them."""
         await self._grant_reads(ino)
-        return self._grant(row, write=False)
+        return self._grant(ino, row, write=False)
 
     async def _grant_reads(self, ino: int) -> None:
         """Note that read tickets for file `ino` go out now (raising the horizon kept in
@@ -229,12 +232,13 @@ class FileData:
                 self._put(
                     cs,
                     ino,
-                    ExtentRow(
-                        row.file_index, lo - row.file_index, row.datanode_id, row.block_start
-                    ),
+                    dataclasses.replace(row, block_count=lo - row.file_index),
                 )
             if hi < row.file_end:  # keep the tail
-                self._put(cs, ino, ExtentRow(hi, row.file_end - hi, row.datanode_id, hi + offset))
+                tail = dataclasses.replace(
+                    row, file_index=hi, block_count=row.file_end - hi, block_start=hi + offset
+                )
+                self._put(cs, ino, tail)
             self._free(cs, ino, row.datanode_id, lo + offset, hi - lo, row)
         cs.extents_changed.add(ino)
 
@@ -265,8 +269,16 @@ class FileData:
         else:
             cs.released.append((datanode, start, count))
 
+    def _next_generation(self) -> int:
+        """A generation no allocation had: this term's, and a count within it (terms
+        only grow, so after a restore of the metadata the generations the restored
+        extents name are older than any written since)."""
+        self._allocations += 1
+        return (self.term() << 32) | self._allocations
+
     def _grant(
         self,
+        ino: int,
         row: ExtentRow,
         *,
         write: bool,
@@ -282,6 +294,7 @@ class FileData:
             ttl_seconds=self.ticket_ttl if write else self.read_ticket_ttl,
             credential=credential,
             term=self.term(),
+            owner=(ino, row.generation, row.file_index),
         )
         node = self.registry.row(row.datanode_id)
         return Replica(

@@ -66,12 +66,14 @@ class Listed(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ExtentRow:
     """File blocks [file_index, file_index + block_count) of one replica, stored at
-    blocks [block_start, block_start + block_count) of a datanode."""
+    blocks [block_start, block_start + block_count) of a datanode, allocated in
+    `generation` (its blocks' owner stamp on the datanode: see sql/0012; 0: none)."""
 
     file_index: int
     block_count: int
     datanode_id: int
     block_start: int
+    generation: int = 0
 
     @property
     def key(self) -> tuple[int, int]:

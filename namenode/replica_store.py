@@ -23,7 +23,8 @@ SCAN_BATCH = 10_000  # group rows fetched per round trip of a scan
 _GROUPS = """
 SELECT x.ino, x.file_index, x.block_count, i.replication,
        array_agg(x.datanode_id ORDER BY x.datanode_id) AS datanodes,
-       array_agg(x.block_start ORDER BY x.datanode_id) AS starts
+       array_agg(x.block_start ORDER BY x.datanode_id) AS starts,
+       array_agg(x.generation ORDER BY x.datanode_id) AS generations
 FROM extents x JOIN inodes i ON i.ino = x.ino
 WHERE x.ino = ANY($1::bigint[])
 GROUP BY x.ino, x.file_index, x.block_count, i.replication
@@ -89,8 +90,10 @@ class FsckEntry:
 
 
 def _group(r: Sequence[Any]) -> BlockGroup:
-    ino, fi, n, rep, datanodes, starts = r
-    rows = tuple(ExtentRow(fi, n, d, s) for d, s in zip(datanodes, starts, strict=True))
+    ino, fi, n, rep, datanodes, starts, generations = r
+    rows = tuple(
+        ExtentRow(fi, n, d, s, g) for d, s, g in zip(datanodes, starts, generations, strict=True)
+    )
     return BlockGroup(ino, fi, n, rep, rows)
 
 

@@ -412,7 +412,7 @@ class ReplicationMonitor:
         if start is None:
             return None
         self._next_task += 1
-        target = ExtentRow(file_index, block_count, datanode, start)
+        target = ExtentRow(file_index, block_count, datanode, start, source.generation)
         return CopyJob(self._task_base + self._next_task, ino, source, target)
 
     # --- recording ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Ticket(_message.Message):
-    __slots__ = ("datanode_id", "block_start", "block_count", "write", "expires_unix_ms", "signature", "credential", "term")
+    __slots__ = ("datanode_id", "block_start", "block_count", "write", "expires_unix_ms", "signature", "credential", "term", "owner_ino", "owner_generation", "owner_index")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,9 @@ class Ticket(_message.Message):
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    OWNER_INO_FIELD_NUMBER: _ClassVar[int]
+    OWNER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_INDEX_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     block_start: int
     block_count: int
@@ -24,7 +27,10 @@ class Ticket(_message.Message):
     signature: bytes
     credential: int
     term: int
-    def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., write: _Optional[bool] = ..., expires_unix_ms: _Optional[int] = ..., signature: _Optional[bytes] = ..., credential: _Optional[int] = ..., term: _Optional[int] = ...) -> None: ...
+    owner_ino: int
+    owner_generation: int
+    owner_index: int
+    def __init__(self, datanode_id: _Optional[int] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., write: _Optional[bool] = ..., expires_unix_ms: _Optional[int] = ..., signature: _Optional[bytes] = ..., credential: _Optional[int] = ..., term: _Optional[int] = ..., owner_ino: _Optional[int] = ..., owner_generation: _Optional[int] = ..., owner_index: _Optional[int] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
     __slots__ = ("ticket", "block_start", "block_count", "offset", "length")

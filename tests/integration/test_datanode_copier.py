@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client
+from plasmafs.core import tickets
 from plasmafs.core.attributes import Extent, Replica
+from plasmafs.core.errors import CorruptionError
 from plasmafs.core.proto import datanode_pb2 as dpb
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.copier import Copier
@@ -100,6 +102,12 @@ def task(task_id: int, extent: Extent, block_start: int, **change: object) -> pb
     return pb.CopyTask(**fields)  # type: ignore[arg-type]
 
 
+def owner(extent: Extent) -> tuple[int, int, int] | None:
+    """The owner the extent's tickets name for its first block (the copy's stamps)."""
+    replica = extent.replicas[0]
+    return tickets.owner_at(dpb.Ticket.FromString(replica.ticket), replica.block_start)
+
+
 def padded(data: bytes, blocksize: int) -> bytes:
     return data + bytes(-len(data) % blocksize)
 
@@ -124,7 +132,9 @@ async def test_a_copy_reproduces_the_source_blocks(
     [result] = await target.result()
     assert result.code == pb.OK, result.message
     assert result.bytes == 20 * BS
-    assert target.volume.read_blocks(100, 20) == padded(data, BS)
+    assert target.volume.read_blocks(100, 20, owner(extent)) == padded(data, BS)
+    with pytest.raises(CorruptionError, match="reused since"):  # stamped as the file's
+        target.volume.read_blocks(100, 20, (999, 1, 0))
     assert target.copier.succeeded == 1 and target.copier.bytes == 20 * BS
     assert target.copier.active_ids() == [] and target.inflight.active == 0
 
@@ -180,7 +190,7 @@ async def test_streams_bound_the_copies_running_and_the_rest_wait(
         assert [r.task_id for r in results] == [10, 11, 12, 13]  # in arrival order
         assert all(r.code == pb.OK for r in results)
         for k in range(4):
-            assert t.volume.read_blocks(8 * k, 8) == padded(data, BS)
+            assert t.volume.read_blocks(8 * k, 8, owner(extent)) == padded(data, BS)
         assert t.copier.started == 4
     finally:
         await t.copier.close()

@@ -240,3 +240,18 @@ async def test_a_listing_that_fails_is_tried_again(
 def test_verify_blocks_reports_a_block_the_disk_cannot_read_back(volume: Volume) -> None:
     os.truncate(volume.directory / DATA, (BLOCKS - 1) * BS + 10)  # a short last block
     assert volume.verify_blocks(BLOCKS - 3, 3) == [BLOCKS - 1]
+
+
+def test_the_scrub_checks_blocks_against_their_owner_stamps(volume: Volume) -> None:
+    volume.write_blocks(10, os.urandom(4 * BS), owner=(7, 1 << 32 | 1, 0))
+    volume.write_blocks(20, os.urandom(2 * BS), owner=(8, 1 << 32 | 2, 5))
+    assert volume.verify_blocks(10, 12) == []  # stamped blocks verify as stamped
+    assert volume.stamp_of(12) == (7, 1 << 32 | 1, 2)
+    # Block 20's bytes and checksum copied over block 11, whose stamp says inode 7.
+    for name, size in (("volume.data", BS), ("volume.crc", 4)):
+        with open(volume.directory / name, "r+b") as f:
+            f.seek(20 * size)
+            copied = f.read(size)
+            f.seek(11 * size)
+            f.write(copied)
+    assert volume.verify_blocks(10, 12) == [11]

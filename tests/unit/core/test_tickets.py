@@ -1,6 +1,7 @@
-"""Block tickets: the signature covers every field, the credential and the term
-included; a ticket of a revoked credential is refused while the namenode's own are
-not; a write ticket of an earlier namenode term is refused, a read ticket is not."""
+"""Block tickets: the signature covers every field, the credential, the term and the
+owner included; the owner of each block of the range follows from it; a ticket of a
+revoked credential is refused while the namenode's own are not; a write ticket of an
+earlier namenode term is refused, a read ticket is not."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ SECRET = b"s" * 32
 
 
 def _ticket(credential: int = 7, write: bool = False) -> dpb.Ticket:
-    return tickets.sign(SECRET, 3, 100, 10, write=write, ttl_seconds=60, credential=credential)
+    return tickets.sign(
+        SECRET, 3, 100, 10, write=write, ttl_seconds=60, credential=credential,
+        owner=(11, 2 << 32 | 5, 40),
+    )  # fmt: skip
 
 
 def test_a_good_ticket_passes() -> None:
@@ -32,6 +36,9 @@ def test_a_good_ticket_passes() -> None:
         ("expires_unix_ms", 2**62),
         ("credential", 8),
         ("term", 9),
+        ("owner_ino", 12),
+        ("owner_generation", 1),
+        ("owner_index", 1),
     ],
 )
 def test_changing_any_field_breaks_the_signature(field: str, value: object) -> None:
@@ -70,3 +77,14 @@ def test_a_write_ticket_of_an_earlier_term_is_refused_a_read_ticket_is_not() -> 
         tickets.check(SECRET, old_write, 3, 100, 10, write=True, newest_term=5)
     tickets.check(SECRET, old_read, 3, 100, 10, write=False, newest_term=5)
     tickets.check(SECRET, old_write, 3, 100, 10, write=False, newest_term=5)  # read with it
+
+
+def test_the_owner_of_each_block_follows_from_the_tickets_first() -> None:
+    ticket = _ticket()
+    assert tickets.owner_at(ticket, 100) == (11, 2 << 32 | 5, 40)
+    assert tickets.owner_at(ticket, 107) == (11, 2 << 32 | 5, 47)
+    # Extents allocated before stamps (generation 0), and the namenode's own: no owner.
+    legacy = tickets.sign(SECRET, 3, 100, 10, write=False, ttl_seconds=60, owner=(11, 0, 40))
+    assert tickets.owner_at(legacy, 100) is None
+    own = tickets.sign(SECRET, 3, 100, 10, write=False, ttl_seconds=60)
+    assert tickets.owner_at(own, 100) is None
