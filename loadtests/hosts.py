@@ -33,10 +33,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from plasmafs.core.errors import StorageError
 from plasmafs.local.cluster import process_exited, start_daemon
 from plasmafs.local.postgres import LocalPostgres, create_database, start_postgres, stop_postgres
+
+if TYPE_CHECKING:
+    from loadtests.pg_ha import PatroniCluster
 
 SUBNET_PREFIX = "10.213"  # hosts get 10.213.<net>.<10 + k>/24; the bridge .1
 PG_PORT = 5432
@@ -74,11 +78,13 @@ class Host:
         )
 
     def kill(self) -> None:
-        """SIGKILL every process this harness started here (the host dies)."""
+        """SIGKILL every process running here (the host dies): those this harness
+        started, and those they detached from themselves (Patroni's postmaster)."""
         for proc in self.processes:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=30)
+        _end_processes([self.netns], grace=5.0, signals=(signal.SIGKILL,))
 
 
 class HostNetwork:
@@ -164,7 +170,11 @@ def remove_network(tag: str, subnet: str | None = None) -> None:
         _ip("route", "del", "unreachable", subnet, "metric", "4000", check=False)
 
 
-def _end_processes(spaces: list[str], grace: float = 10.0) -> None:
+def _end_processes(
+    spaces: list[str],
+    grace: float = 10.0,
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL),
+) -> None:
     """SIGTERM what runs in `spaces`, SIGKILL what is left after `grace` seconds."""
     pids = {
         int(pid)
@@ -172,7 +182,7 @@ def _end_processes(spaces: list[str], grace: float = 10.0) -> None:
         for pid in _ip("netns", "pids", netns, check=False).stdout.split()
         if pid.isdigit()
     }
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in signals:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
@@ -195,14 +205,17 @@ def _free_net() -> int:
 
 @dataclass
 class HostCluster:
-    """A cluster on `HostNetwork` hosts: "pg", "nn1".., "dn1".., "client"."""
+    """A cluster on `HostNetwork` hosts: "pg" (or "pg1".. under Patroni), "nn1"..,
+    "dn1".., "client"."""
 
     network: HostNetwork
     workdir: Path
     namenodes: list[str]
     datanodes: list[str]
     lease_ttl: float = 3.0
+    databases: list[str] = field(default_factory=lambda: ["pg"])
     pg: LocalPostgres | None = None
+    patroni: PatroniCluster | None = None
     namenode_env: dict[str, str] = field(default_factory=dict)
     token_file: Path | None = None
 
@@ -243,12 +256,18 @@ class HostCluster:
             address = self.network.host(name).address
             _pfs("admin", "cert", "issue", name, "--ca", str(tls), "--out", str(tls),
                  "--host", address, "--client")  # fmt: skip
-        pg_host = self.network.host("pg")
-        self.pg = start_postgres(
-            self.workdir / "pg", PG_PORT, listen=pg_host.address,
-            trusted=self.network.subnet, prefix=pg_host.prefix,
-        )  # fmt: skip
-        asyncio.run(create_database(self.pg.dsn(), "plasmafs"))
+        if len(self.databases) > 1:
+            from loadtests.pg_ha import PatroniCluster  # (it builds on HostNetwork)
+
+            self.patroni = PatroniCluster(self.network, self.databases, self.workdir).start()
+            asyncio.run(create_database(self.patroni.dsn(), "plasmafs"))
+        else:
+            pg_host = self.network.host("pg")
+            self.pg = start_postgres(
+                self.workdir / "pg", PG_PORT, listen=pg_host.address,
+                trusted=self.network.subnet, prefix=pg_host.prefix,
+            )  # fmt: skip
+            asyncio.run(create_database(self.pg.dsn(), "plasmafs"))
         self.token_file = self.workdir / "token"
         subprocess.run(
             [sys.executable, "-m", "plasmafs.namenode.bootstrap", "--dsn", self.dsn,
@@ -268,7 +287,9 @@ class HostCluster:
 
     @property
     def dsn(self) -> str:
-        """The cluster's database."""
+        """The cluster's database (every PostgreSQL host under Patroni)."""
+        if self.patroni is not None:
+            return self.patroni.dsn("plasmafs")
         assert self.pg is not None
         return self.pg.dsn("plasmafs")
 
@@ -333,15 +354,17 @@ class HostCluster:
 
 @contextlib.contextmanager
 def host_cluster(
-    namenodes: int = 2, datanodes: int = 3, lease_ttl: float = 3.0
+    namenodes: int = 2, datanodes: int = 3, lease_ttl: float = 3.0, databases: int = 1
 ) -> Iterator[HostCluster]:
-    """A `HostCluster` on hosts of its own, removed whole afterwards."""
+    """A `HostCluster` on hosts of its own (`databases` PostgreSQL hosts: one alone,
+    or several under Patroni), removed whole afterwards."""
     nn = [f"nn{k}" for k in range(1, namenodes + 1)]
     dn = [f"dn{k}" for k in range(1, datanodes + 1)]
+    pg = ["pg"] if databases == 1 else [f"pg{k}" for k in range(1, databases + 1)]
     workdir = Path(tempfile.mkdtemp(prefix="pfs-hosts-"))
     os.chmod(workdir, 0o755)  # PostgreSQL's system user reaches its data directory below
-    with HostNetwork(["pg", *nn, *dn, "client"]) as network:
-        cluster = HostCluster(network, workdir, nn, dn, lease_ttl)
+    with HostNetwork([*pg, *nn, *dn, "client"]) as network:
+        cluster = HostCluster(network, workdir, nn, dn, lease_ttl, pg)
         try:
             yield cluster.start()
         finally:

@@ -100,6 +100,12 @@ def _run_as() -> str | None:
     return SYSTEM_USER
 
 
+def prepare_datadir(datadir: Path) -> None:
+    """Make `datadir` (and the wheel's programs) usable by the user PostgreSQL runs as
+    (the system user when we are root): for a server managed by another program."""
+    _prepare_datadir(datadir, _run_as())
+
+
 def _prepare_datadir(datadir: Path, user: str | None) -> None:
     datadir.mkdir(parents=True, exist_ok=True)
     if user is None:

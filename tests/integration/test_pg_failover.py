@@ -1,0 +1,60 @@
+"""PostgreSQL on three hosts under Patroni (`loadtests/pg_ha.py`): the primary's host
+killed under a create load. Writes resume by themselves on the promoted standby,
+every acknowledged (durable) create is there afterwards, and the old primary comes
+back as a replica, never a second primary."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from loadtests.hosts import HostCluster, host_cluster
+from plasmafs.client import Client
+from tests.support.create_load import CreateLoad
+
+pytestmark = pytest.mark.hosts
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostCluster]:
+    """Three PostgreSQL hosts under Patroni, a namenode host, a datanode host."""
+    with host_cluster(namenodes=1, datanodes=1, lease_ttl=2.0, databases=3) as made:
+        for key, value in made.client_env().items():
+            monkeypatch.setenv(key, value)
+        yield made
+
+
+async def test_writes_resume_when_the_primarys_host_dies(cluster: HostCluster) -> None:
+    patroni = cluster.patroni
+    assert patroni is not None
+    async with Client(cluster.addresses) as fs:
+        await fs.mkdir("/load")
+    load = CreateLoad(cluster.addresses)
+    load.start()
+    try:
+        await load.wait_for_progress()
+        old = patroni.leader()
+        assert old is not None
+        killed = time.monotonic()
+        cluster.network.host(old).kill()
+        async with asyncio.timeout(120):
+            while not any(t > killed + 1 for t in load.acknowledged_at):
+                await asyncio.sleep(0.1)
+        await load.wait_for_progress()
+    finally:
+        await load.stop()
+    new = patroni.leader()
+    assert new is not None and new != old
+    async with Client(cluster.addresses) as fs:
+        names = set(await fs.listdir("/load"))
+    missing = set(load.acknowledged) - names
+    assert not missing, f"{len(missing)} acknowledged creates lost"
+
+    patroni.restart(old)
+    async with asyncio.timeout(120):
+        while patroni.states().get(old) != "replica/running":
+            await asyncio.sleep(0.5)
+    assert patroni.leader() == new
