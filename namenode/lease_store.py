@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from plasmafs.core.errors import StorageError
+from plasmafs.namenode import pg_connect
 from plasmafs.namenode.store import domain_errors
 
 
@@ -115,7 +116,7 @@ class LeaseStore:
         try:
             with domain_errors("namenode lease"):
                 if self._conn is None or self._conn.is_closed():
-                    self._conn = await asyncpg.connect(
+                    self._conn = await pg_connect.connect(
                         self._dsn,
                         timeout=self._deadline,
                         server_settings={"application_name": "pfs-namenode-lease"},

@@ -15,6 +15,7 @@ import asyncpg
 
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import NotActiveError, StorageError
+from plasmafs.namenode import pg_connect
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.inode_records import ExtentRow, Inode
 
@@ -142,6 +143,7 @@ class Store:
         """Connect the read pool and the commit connection."""
         self._pool = await asyncpg.create_pool(
             self._dsn,
+            connect=pg_connect.connect,
             min_size=1,
             max_size=self._read_pool_size,
             server_settings={"application_name": "pfs-namenode-read"},
@@ -151,7 +153,7 @@ class Store:
             await self._writer_connection(lane)
 
     async def _connect(self, name: str) -> asyncpg.Connection:
-        return await asyncpg.connect(self._dsn, server_settings={"application_name": name})
+        return await pg_connect.connect(self._dsn, server_settings={"application_name": name})
 
     async def close(self) -> None:
         """Close every connection."""

@@ -1,7 +1,7 @@
 """PostgreSQL on three hosts under Patroni (`loadtests/pg_ha.py`): the primary's host
-killed under a create load. Writes resume by themselves on the promoted standby,
-every acknowledged (durable) create is there afterwards, and the old primary comes
-back as a replica, never a second primary."""
+killed, or cut off, under a create load. Writes resume by themselves on the promoted
+standby, every acknowledged (durable) create is there afterwards, and the old primary
+comes back as a replica, never a second primary."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostCluster]:
         yield made
 
 
-async def test_writes_resume_when_the_primarys_host_dies(cluster: HostCluster) -> None:
+@pytest.mark.parametrize("fault", ["kill -9", "cut off"])
+async def test_writes_resume_when_the_primarys_host_is_lost(
+    cluster: HostCluster, fault: str
+) -> None:
     patroni = cluster.patroni
     assert patroni is not None
     async with Client(cluster.addresses) as fs:
@@ -39,7 +42,10 @@ async def test_writes_resume_when_the_primarys_host_dies(cluster: HostCluster) -
         old = patroni.leader()
         assert old is not None
         killed = time.monotonic()
-        cluster.network.host(old).kill()
+        if fault == "kill -9":
+            cluster.network.host(old).kill()
+        else:
+            cluster.network.cut(old)
         async with asyncio.timeout(120):
             while not any(t > killed + 1 for t in load.acknowledged_at):
                 await asyncio.sleep(0.1)
@@ -53,7 +59,10 @@ async def test_writes_resume_when_the_primarys_host_dies(cluster: HostCluster) -
     missing = set(load.acknowledged) - names
     assert not missing, f"{len(missing)} acknowledged creates lost"
 
-    patroni.restart(old)
+    if fault == "kill -9":
+        patroni.restart(old)
+    else:
+        cluster.network.restore(old)
     async with asyncio.timeout(120):
         while patroni.states().get(old) != "replica/running":
             await asyncio.sleep(0.5)
