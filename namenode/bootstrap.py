@@ -21,6 +21,7 @@ import asyncpg
 
 from plasmafs.core.credentials import write_token_file
 from plasmafs.core.errors import PlasmaError, StorageError
+from plasmafs.namenode import pg_connect
 from plasmafs.namenode.account_store import AccountStore, OneConnection
 from plasmafs.namenode.migrator import migrate_database
 
@@ -32,8 +33,8 @@ async def bootstrap(
     `token_file`."""
     await migrate_database(dsn)
     try:
-        conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError) as exc:
+        conn = await pg_connect.connect(dsn)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
         store = AccountStore(OneConnection(conn))

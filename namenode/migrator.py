@@ -16,6 +16,7 @@ from importlib import resources
 import asyncpg
 
 from plasmafs.core.errors import ConfigError, StorageError
+from plasmafs.namenode import pg_connect
 
 # An arbitrary constant shared by every namenode of a database: "pfs-mig" in ASCII.
 MIGRATION_LOCK_KEY = 0x7066732D6D6967
@@ -54,8 +55,8 @@ async def migrate_database(dsn: str | None) -> list[int]:
     """Connect to `dsn` (None: the PG* variables), check that it can hold a namespace,
     apply the missing migrations; return the versions applied now."""
     try:
-        conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError) as exc:
+        conn = await pg_connect.connect(dsn)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
         encoding = await conn.fetchval("SHOW server_encoding")

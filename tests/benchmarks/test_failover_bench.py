@@ -1,6 +1,7 @@
 """The failover benchmark keeps working: `python -m loadtests.failover_bench` with one
-trial of each fault on hosts of its own breaks the active namenode's host twice,
-loses no acknowledged create, and writes its BENCHMARKS.md section."""
+trial of each fault on hosts of its own breaks the active namenode's host twice and
+PostgreSQL's primary's twice, loses no acknowledged create, and writes its
+BENCHMARKS.md section."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def test_failover_bench_measures_both_faults_and_reports_them(tmp_path: Path) ->
     benchmarks.write_text("# Benchmarks\n")
     done = subprocess.run(
         [sys.executable, "-m", "loadtests.failover_bench", "--trials", "1", "--clients", "2",
-         "--readers", "2", "--files", "1000", "--after", "6", "--update", str(benchmarks)],
+         "--readers", "2", "--files", "1000", "--after", "6", "--postgres-trials", "1",
+         "--update", str(benchmarks)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -28,6 +30,6 @@ def test_failover_bench_measures_both_faults_and_reports_them(tmp_path: Path) ->
     )  # fmt: skip
     assert done.returncode == 0, done.stderr  # non-zero when an acknowledged create is lost
     text = benchmarks.read_text()
-    for fault in ("kill -9", "cut off"):
+    for fault in ("kill -9", "cut off", "postgres kill -9", "postgres cut off"):
         row = next(line for line in text.splitlines() if line.startswith(f"| {fault} |"))
         assert row.split("|")[6].strip() == "0", row  # lost
