@@ -21,7 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from loadtests import ha_tools
@@ -42,7 +42,6 @@ class PatroniCluster:
     names: list[str]
     workdir: Path
     ttl: int = 20
-    processes: dict[str, list[subprocess.Popen[bytes]]] = field(default_factory=dict)
 
     def start(self, timeout: float = 120) -> PatroniCluster:
         """etcd on every host, then Patroni; returns once a primary and a synchronous
@@ -98,22 +97,27 @@ class PatroniCluster:
         except OSError:
             return 0
 
-    def _start_etcd(self, name: str) -> None:
+    def _start_etcd(self, name: str, *, first: bool = True) -> None:
+        """Start host `name`'s etcd member: the first time as one of a new cluster,
+        later (after its host died) on the data it kept."""
         host = self.network.host(name)
         data = self.workdir / name / "etcd"
         data.mkdir(parents=True, exist_ok=True)
-        peers = ",".join(
-            f"{n}=http://{self.network.host(n).address}:{ETCD_PEER}" for n in self.names
-        )
         command = [
             str(ha_tools.etcd()), "--name", name, "--data-dir", str(data),
             "--listen-client-urls", f"http://{host.address}:{ETCD_CLIENT}",
             "--advertise-client-urls", f"http://{host.address}:{ETCD_CLIENT}",
             "--listen-peer-urls", f"http://{host.address}:{ETCD_PEER}",
             "--initial-advertise-peer-urls", f"http://{host.address}:{ETCD_PEER}",
-            "--initial-cluster", peers, "--initial-cluster-token", "pfs",
-            "--initial-cluster-state", "new",
         ]  # fmt: skip
+        if first:
+            peers = ",".join(
+                f"{n}=http://{self.network.host(n).address}:{ETCD_PEER}" for n in self.names
+            )
+            command += [
+                "--initial-cluster", peers, "--initial-cluster-token", "pfs",
+                "--initial-cluster-state", "new",
+            ]  # fmt: skip
         self._spawn(name, "etcd", command)
 
     def start_patroni(self, name: str) -> None:
@@ -190,21 +194,8 @@ class PatroniCluster:
         )
         log.close()
         host.processes.append(proc)
-        self.processes.setdefault(name, []).append(proc)
 
     def restart(self, name: str) -> None:
         """Bring host `name`'s etcd member and Patroni back (after a kill)."""
-        self._start_etcd_again(name)
+        self._start_etcd(name, first=False)
         self.start_patroni(name)
-
-    def _start_etcd_again(self, name: str) -> None:
-        host = self.network.host(name)
-        data = self.workdir / name / "etcd"
-        command = [
-            str(ha_tools.etcd()), "--name", name, "--data-dir", str(data),
-            "--listen-client-urls", f"http://{host.address}:{ETCD_CLIENT}",
-            "--advertise-client-urls", f"http://{host.address}:{ETCD_CLIENT}",
-            "--listen-peer-urls", f"http://{host.address}:{ETCD_PEER}",
-            "--initial-advertise-peer-urls", f"http://{host.address}:{ETCD_PEER}",
-        ]  # fmt: skip
-        self._spawn(name, "etcd", command)
