@@ -219,7 +219,7 @@ class Volume:
         bs = self.info.blocksize
         data = os.pread(self._data, block_count * bs, block_start * bs)
         crcs = os.pread(self._crc, block_count * 4, block_start * 4)
-        seeds = _seeds(owner, block_count)
+        seeds = _seeds(_stamps(owner, block_count))
         view = memoryview(data)
         for i in range(block_count):
             crc = crc32c.crc32c(view[i * bs : (i + 1) * bs], seeds[i])
@@ -265,7 +265,7 @@ class Volume:
         self, fd: int, block_start: int, block_count: int, buffer: memoryview, owner: Owner | None
     ) -> None:
         crcs = self._crcs_for(block_start, block_count, buffer)
-        seeds = _seeds(owner, block_count)
+        seeds = _seeds(_stamps(owner, block_count))
         bs = self.info.blocksize
         # A piece is checked right after it is read, while it is still in the CPU cache:
         # one pass over memory instead of two.
@@ -285,7 +285,7 @@ class Volume:
         """`_read_verified` around the page cache, where nothing reads ahead: the range
         is one request to the disk (not one wait for the disk per piece), then checked."""
         crcs = self._crcs_for(block_start, block_count, buffer)
-        seeds = _seeds(owner, block_count)
+        seeds = _seeds(_stamps(owner, block_count))
         bs = self.info.blocksize
         done = 0
         while done < len(buffer):
@@ -340,7 +340,7 @@ class Volume:
         for i in range(block_count):
             ahead.before(block_start + i)
             if len(crcs) < (i + 1) * 4 or not self._block_matches(
-                block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer, _stamp_seed(stamps, i)
+                block_start + i, _CRC.unpack_from(crcs, i * 4)[0], buffer, _seed(stamps, i)
             ):
                 bad.append(block_start + i)
         return bad
@@ -378,9 +378,9 @@ class Volume:
             changing = False  # a copy already
         # The stamps first: a block overwritten but not yet stamped would pass as the
         # old owner's in the scrub.
-        stamps = b"".join(_STAMP.pack(*_owner_at(owner, i)) for i in range(count))
+        stamps = _stamps(owner, count)
         _pwrite_all(self._stamp, memoryview(stamps), block_start * _STAMP.size)
-        seeds = _seeds(owner, count)
+        seeds = _seeds(stamps)
         view = memoryview(data)
         if self._direct is None and not (around_cache and self._open_direct()):
             if changing:
@@ -480,17 +480,20 @@ def _owner_at(owner: Owner | None, k: int) -> Owner:
     return (owner[0], owner[1], owner[2] + k)
 
 
-def _seeds(owner: Owner | None, count: int) -> list[int]:
-    """What the checksum of each of `count` blocks of `owner` starts from: the crc32c of
-    its stamp (0, the checksum of the data alone, for blocks without an owner)."""
-    if owner is None or not owner[1]:
-        return [0] * count
-    ino, generation, index = owner
-    return [crc32c.crc32c(_STAMP.pack(ino, generation, index + k)) for k in range(count)]
+def _stamps(owner: Owner | None, count: int) -> bytes:
+    """The stamps of `count` blocks from `owner`'s first, packed as stored."""
+    return b"".join(_STAMP.pack(*_owner_at(owner, k)) for k in range(count))
 
 
-def _stamp_seed(stamps: bytes, i: int) -> int:
-    """The checksum seed of the i-th stamp of `stamps` as stored (0 when missing)."""
+def _seeds(stamps: bytes) -> list[int]:
+    """What the checksum of each block starts from, by its stamp among `stamps`."""
+    return [_seed(stamps, i) for i in range(len(stamps) // _STAMP.size)]
+
+
+def _seed(stamps: bytes, i: int) -> int:
+    """What the checksum of the block of the i-th of `stamps` starts from: the crc32c of
+    its stamp (0, the checksum of the data alone, for a block without an owner or a
+    stamp missing)."""
     if len(stamps) < (i + 1) * _STAMP.size:
         return 0
     stamp = _STAMP.unpack_from(stamps, i * _STAMP.size)

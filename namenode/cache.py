@@ -111,7 +111,7 @@ class NamespaceCache:
 
     A directory is *complete* when every one of its entries is in the cache: one this
     namenode created (empty at birth, and every later change passes through commits
-    here), or one read whole (`fill_directory`). A name missing from a complete
+    here), or one read whole (`begin_load` .. `finish_load`). A name missing from a complete
     directory does not exist, with no query. The entries of a directory created here
     are counted as commits change them, so that rmdir asks no query either; a
     directory read whole is not counted (a commit already in PostgreSQL but not yet
@@ -148,10 +148,6 @@ class NamespaceCache:
         self._complete[directory] = count
         if len(self._complete) > self._complete_limit:
             del self._complete[next(iter(self._complete))]
-
-    def is_complete(self, directory: int) -> bool:
-        """Whether every entry of `directory` is cached."""
-        return directory in self._complete
 
     def begin_load(self, directory: int) -> None:
         """Start reading `directory` whole, a page at a time (`fill_loaded`). Entries

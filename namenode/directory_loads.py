@@ -49,7 +49,6 @@ class DirectoryLoads:
         self._progress: dict[int, _Progress] = {}
         self._large: dict[int, None] = {}  # directories found to hold more than `limit`
         self._running: dict[int, asyncio.Future[None]] = {}
-        self.pages = 0
 
     def wanted(self, directory: int) -> bool:
         """Count a miss in `directory`; whether a page of it is paid for."""
@@ -88,7 +87,6 @@ class DirectoryLoads:
             except BaseException:
                 self._forget(directory)
                 raise
-            self.pages += 1
             progress.budget -= self._page
             progress.read += len(listed)
             if not cache.fill_loaded(directory, listed, epoch):
