@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,9 @@ from plasmafs.core.rpc_status import error_from_rpc
 from plasmafs.core.tls import ChannelTLS, open_channel
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.registration import Registration
-from plasmafs.datanode.scrubber import Scrubber
+from plasmafs.datanode.scrubber import Scrubber, UsedRange
 from plasmafs.datanode.settings import DatanodeSettings
-from plasmafs.datanode.volume import Volume
+from plasmafs.datanode.volume import Owner, Volume
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class NamenodeLink:
         self._channels = [open_channel(a, LINK_CHANNEL, tls) for a in self.addresses]
         self._stubs = [pb_grpc.DatanodeRegistryStub(c) for c in self._channels]
         self._current = 0  # the namenode that answered last
+        self.registered: Callable[[], None] = lambda: None  # called after each registration
 
     @property
     def namenode(self) -> str:
@@ -113,6 +115,8 @@ class NamenodeLink:
             blocksize=self.volume.info.blocksize,
             capacity_blocks=self.volume.info.capacity_blocks,
             plaintext=self.settings.tls_cert is None or not self.settings.data_tls,
+            newest_term=self.registration.term,
+            newest_term_holder=self.registration.holder,
         )
         loop = asyncio.get_running_loop()
         limit = self.settings.register_timeout if timeout is None else timeout
@@ -133,7 +137,7 @@ class NamenodeLink:
         previous = self.registration.datanode_id
         self.registration.datanode_id = reply.datanode_id
         self.registration.secret = reply.ticket_secret
-        self.registration.heard_term(reply.term)
+        self.registration.heard_term(reply.term, reply.term_holder)
         self.period = reply.heartbeat_ms / 1000
         if previous and previous != reply.datanode_id:
             log.warning("registered again as datanode %d (was %d)", reply.datanode_id, previous)
@@ -143,6 +147,7 @@ class NamenodeLink:
             self.volume.info.identity,
             self.namenode,
         )
+        self.registered()
 
     async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
         """One heartbeat; a failure raises the plasmafs error it stands for."""
@@ -154,7 +159,7 @@ class NamenodeLink:
             raise error_from_rpc(exc) from exc
         return reply
 
-    async def used_blocks(self, after: int) -> tuple[list[tuple[int, int]], bool]:
+    async def used_blocks(self, after: int) -> tuple[list[UsedRange], bool]:
         """A page of this datanode's committed block ranges starting at or after block
         `after`, and whether more follow."""
         request = pb.UsedBlocksRequest(
@@ -167,7 +172,19 @@ class NamenodeLink:
             reply = await self._call("UsedBlocks", request, timeout=30)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from exc
-        return [(r.block_start, r.block_count) for r in reply.ranges], reply.more
+        owners = reply.owners if len(reply.owners) == len(reply.ranges) else None
+        return [
+            UsedRange(
+                r.block_start,
+                r.block_count,
+                None if owners is None else _owner(owners[k]),
+            )
+            for k, r in enumerate(reply.ranges)
+        ], reply.more
+
+
+def _owner(owner: pb.BlockOwner) -> Owner:
+    return (owner.ino, owner.generation, owner.file_index)
 
 
 class Outbox:
@@ -273,7 +290,7 @@ class Heartbeats:
     def _act(self, reply: pb.HeartbeatReply) -> None:
         registration = self.link.registration
         revoked = frozenset(reply.revoked_credentials)
-        registration.heard_term(reply.term)
+        registration.heard_term(reply.term, reply.term_holder)
         if revoked != registration.revoked:
             log.info("tickets of %d revoked credentials are refused", len(revoked))
             registration.revoked = revoked

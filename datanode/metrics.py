@@ -62,6 +62,14 @@ def values(
             "Blocks found failing their checksum (scrub and verifications)",
             scrubber.corrupt_blocks,
         ),
+        "pfs_datanode_foreign_blocks_total": (
+            "Used blocks found holding another file's or version's data (owner stamps)",
+            scrubber.foreign_blocks,
+        ),
+        "pfs_datanode_owner_checks_total": (
+            "Owner checks completed (each scrub pass and each registration)",
+            scrubber.owner_checks,
+        ),
         "pfs_datanode_heartbeats_total": ("Heartbeats the namenode answered", heartbeats.sent),
         "pfs_datanode_heartbeat_failures": (
             "Heartbeats in a row that got no answer",

@@ -4,6 +4,9 @@ blocks, inside the volume."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from plasmafs.core import tickets
 from plasmafs.core.errors import StorageError
 from plasmafs.core.proto import datanode_pb2 as dpb
@@ -11,18 +14,42 @@ from plasmafs.datanode.volume import Volume
 
 
 class Registration:
-    """This datanode's id and the ticket secret, once registered, and the credentials
-    whose tickets the namenode last said to refuse."""
+    """This datanode's id and the ticket secret, once registered, the credentials whose
+    tickets the namenode last said to refuse, and the newest namenode term heard of —
+    kept in `term_file` too, so that a restart neither lets a deposed namenode write nor
+    hides from a namenode that its PostgreSQL lost history."""
 
-    def __init__(self) -> None:
+    def __init__(self, term_file: Path | None = None) -> None:
         self.datanode_id = 0
         self.secret = b""
         self.revoked: frozenset[int] = frozenset()
-        self.term = 0  # the newest namenode term heard of: older write tickets are refused
+        self._term_file = term_file
+        # Older write tickets are refused; `holder` is the namenode that took `term`.
+        self.term, self.holder = _read_term(term_file)
 
-    def heard_term(self, term: int) -> None:
-        """A namenode said it serves in `term` (terms only grow)."""
-        self.term = max(self.term, term)
+    def heard_term(self, term: int, holder: str) -> None:
+        """A namenode (`holder`) said it serves in `term` (terms only grow; the first
+        holder heard of for a term is kept)."""
+        if term < self.term or (term == self.term and self.holder):
+            return
+        self.term, self.holder = term, holder
+        if self._term_file is not None:
+            tmp = self._term_file.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                f.write(f"{term} {holder}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(self._term_file)
+
+
+def _read_term(path: Path | None) -> tuple[int, str]:
+    if path is None or not path.exists():
+        return 0, ""
+    term, _, holder = path.read_text().strip().partition(" ")
+    try:
+        return int(term or 0), holder
+    except ValueError:  # torn by a crash mid-write: heard again at the next registration
+        return 0, ""
 
 
 def authorize(

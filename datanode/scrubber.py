@@ -2,7 +2,13 @@
 checksum in the background at a bounded byte rate, pass after pass, and the ranges the
 namenode asks to verify at once (a client read failed there).
 
-The used blocks come from the namenode (UsedBlocks, paged) at the start of each pass.
+The used blocks come from the namenode (UsedBlocks, paged) at the start of each pass,
+each range with the owner the namenode records for it (file, generation, block index).
+Before reading any data a pass compares every used block's owner stamp with that owner
+(stamps only: 24 bytes a block), and so does an owner check after each registration
+with a namenode: a block written since for another file or version — the namespace
+was restored to an earlier point, or an allocation went wrong — is reported at once,
+as HDFS datanodes' block reports let a new namenode find stale replicas.
 Blocks being written are skipped (their data and checksum are two writes, so they can
 mismatch for a moment), and a mismatch is read again, once no write touched the block,
 before it is reported: a report means the block is bad on disk. Disk reads run on the
@@ -15,18 +21,29 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from typing import NamedTuple
 
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.inflight import InflightWrites, run_to_end
 from plasmafs.datanode.ratelimit import RateLimit
-from plasmafs.datanode.volume import Volume
+from plasmafs.datanode.volume import Owner, Volume
 
 log = logging.getLogger(__name__)
 
 PIECE_BYTES = 1024 * 1024  # verified per read request (and taken from the rate at a time)
+OWNER_BATCH = 1024  # used ranges whose stamps one read-thread task compares
+
+
+class UsedRange(NamedTuple):
+    """Blocks a committed file uses, and the owner of the first (None: not known)."""
+
+    start: int
+    blocks: int
+    owner: Owner | None = None
+
 
 # after -> (ranges starting at or after block `after`, whether more follow)
-UsedBlocks = Callable[[int], Awaitable[tuple[list[tuple[int, int]], bool]]]
+UsedBlocks = Callable[[int], Awaitable[tuple[list[UsedRange], bool]]]
 
 
 class Scrubber:
@@ -54,6 +71,9 @@ class Scrubber:
         self.pass_verified = 0  # blocks of the current pass verified so far
         self.pass_skipped = 0  # blocks of the current pass skipped while being written
         self.corrupt_blocks = 0  # bad blocks found (and reported), all passes
+        self.foreign_blocks = 0  # of those, blocks holding another owner's data
+        self.owner_checks = 0  # owner checks completed (each pass has one)
+        self.owners_due = asyncio.Event()  # set: check every owner now (a registration)
         self.transient = 0  # mismatches that were gone (or written) when read again
         self._passed = asyncio.Condition()
 
@@ -69,6 +89,18 @@ class Scrubber:
                 log.warning("scrub pass stopped: %s; next try in %gs", exc, self.pause)
             await asyncio.sleep(self.pause)
 
+    async def run_owner_checks(self) -> None:
+        """Check every used block's owner whenever `owners_due` is set, until cancelled."""
+        while True:
+            await self.owners_due.wait()
+            self.owners_due.clear()
+            try:
+                await self._check_owners(await self._used_ranges(), "owner check")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("owner check stopped: %s; next try at the next registration", exc)
+
     async def wait_passes(self, count: int) -> None:
         """Wait until `count` passes have completed."""
         async with self._passed:
@@ -77,11 +109,12 @@ class Scrubber:
     async def scrub_pass(self) -> None:
         """One pass over every used block."""
         ranges = await self._used_ranges()
-        self.pass_blocks = sum(n for _, n in ranges)
+        self.pass_blocks = sum(r.blocks for r in ranges)
         self.pass_verified = self.pass_skipped = 0
         piece = max(1, PIECE_BYTES // self.volume.info.blocksize)
         bad_before = self.corrupt_blocks
-        for start, count in ranges:
+        await self._check_owners(ranges, "scrub")
+        for start, count, _ in ranges:
             for at in range(start, start + count, piece):
                 n = min(piece, start + count - at)
                 await self.bandwidth.take(n * self.volume.info.blocksize)
@@ -110,19 +143,51 @@ class Scrubber:
             found += (await self._check(at, min(piece, end - at), "verification"))[0]
         return found
 
-    async def _used_ranges(self) -> list[tuple[int, int]]:
+    async def _used_ranges(self) -> list[UsedRange]:
         capacity = self.volume.info.capacity_blocks
-        ranges: list[tuple[int, int]] = []
+        ranges: list[UsedRange] = []
         after = 0
         while True:
             page, more = await self.used_blocks(after)
-            for start, count in page:
-                count = min(count, capacity - start)  # the namenode's records, our volume
+            for used in page:
+                count = min(used.blocks, capacity - used.start)  # their records, our volume
                 if count > 0:
-                    ranges.append((start, count))
+                    ranges.append(used._replace(blocks=count))
             if not more or not page:
                 return ranges
-            after = max(after + 1, page[-1][0] + page[-1][1])
+            after = max(after + 1, page[-1].start + page[-1].blocks)
+
+    async def _check_owners(self, ranges: list[UsedRange], why: str) -> None:
+        """Report the blocks of `ranges` whose stamp is another owner's. Blocks being
+        written are skipped, and a block written while it was checked is not reported:
+        what the namenode listed may have been freed and written again since (blocks
+        freed wait out every read ticket before reuse, so that takes a while)."""
+        for at in range(0, len(ranges), OWNER_BATCH):
+            idle = [
+                (start, count, _shifted(used.owner, start - used.start))
+                for used in ranges[at : at + OWNER_BATCH]
+                if used.owner is not None
+                for start, count in self.inflight.idle_runs(used.start, used.blocks)
+            ]
+            if not idle:
+                continue
+            mark = self.inflight.mark()
+            foreign = await run_to_end(self.reader, self.volume.foreign_blocks, idle)
+            confirmed = [(b, o) for b, o in foreign if not self.inflight.touched(b, 1, since=mark)]
+            if not confirmed:
+                continue
+            block, owner = confirmed[0]
+            log.warning(
+                "%d blocks of volume %s hold data written since for another file or version "
+                "(the first, block %d, is not block %d of inode %d, generation %d, any more)",
+                len(confirmed), self.volume.info.identity, block, owner[2], owner[0], owner[1],
+            )  # fmt: skip
+            self.corrupt_blocks += len(confirmed)
+            self.foreign_blocks += len(confirmed)
+            for start, count in _runs([b for b, _ in confirmed]):
+                reason = f"{why}: holds another file's or version's data (owner stamp)"
+                self.report(pb.BadBlocks(block_start=start, block_count=count, reason=reason))
+        self.owner_checks += 1
 
     async def _check(
         self, block_start: int, block_count: int, why: str
@@ -158,6 +223,11 @@ class Scrubber:
             return False
         log.warning("block %d of volume %s fails its checksum", block, self.volume.info.identity)
         return True
+
+
+def _shifted(owner: Owner, k: int) -> Owner:
+    """The owner of the k-th block of a range whose first block is `owner`'s."""
+    return (owner[0], owner[1], owner[2] + k)
 
 
 def _runs(blocks: list[int]) -> list[tuple[int, int]]:

@@ -29,6 +29,9 @@ from plasmafs.datanode.volume import Volume
 log = logging.getLogger(__name__)
 
 
+TERM_FILE = "namenode.term"  # the newest namenode term heard of (Registration)
+
+
 async def serve(settings: DatanodeSettings) -> None:
     """Serve until SIGTERM or SIGINT."""
     volume = Volume.open(
@@ -42,7 +45,7 @@ async def serve(settings: DatanodeSettings) -> None:
     io = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="pfs-io")
     # The scrub reads on a thread of its own: a pass never takes the threads clients need.
     scrub_reader = ThreadPoolExecutor(1, thread_name_prefix="pfs-scrub")
-    registration = Registration()
+    registration = Registration(settings.volume / TERM_FILE)
     inflight = InflightWrites()
     local = None
     if settings.local_reads:
@@ -106,6 +109,7 @@ async def _serve(
         RateLimit(settings.scrub_bandwidth),
         settings.scrub_pause,
     )
+    link.registered = scrubber.owners_due.set  # a namenode's records meet our stamps
     heartbeats = Heartbeats(link, outbox, copier, scrubber)
     metrics = DatanodeMetrics(lambda: values(servicer, local, copier, scrubber, heartbeats))
     background: list[asyncio.Task[None]] = []
@@ -120,6 +124,7 @@ async def _serve(
             tmp.write_text(f"{address}\n")
             tmp.replace(settings.ready_file)
         background.append(asyncio.create_task(heartbeats.run(), name="heartbeats"))
+        background.append(asyncio.create_task(scrubber.run_owner_checks(), name="owners"))
         if settings.scrub_bandwidth > 0:
             background.append(asyncio.create_task(scrubber.run(), name="scrub"))
         stop = asyncio.Event()

@@ -324,6 +324,26 @@ class Volume:
         raw = os.pread(self._stamp, _STAMP.size, block * _STAMP.size)
         return _STAMP.unpack(raw) if len(raw) == _STAMP.size else (0, 0, 0)
 
+    def foreign_blocks(self, ranges: list[tuple[int, int, Owner]]) -> list[tuple[int, Owner]]:
+        """The blocks of `ranges` (start, count, owner of the first block) whose stamp is
+        not the one their owner gives them — written since for another file or version —
+        each with the owner expected of it. Only stamps are read; an owner without a
+        generation (a block written before stamps) matches any."""
+        size = _STAMP.size
+        foreign = []
+        for start, count, owner in ranges:
+            if not owner[1]:
+                continue
+            try:
+                stamps = os.pread(self._stamp, count * size, start * size)
+            except OSError:  # a stamp that cannot be read proves nothing: the data pass reads
+                continue
+            expected = _stamps(owner, count)
+            for i in range(len(stamps) // size):
+                if stamps[i * size : (i + 1) * size] != expected[i * size : (i + 1) * size]:
+                    foreign.append((start + i, _owner_at(owner, i)))
+        return foreign
+
     def verify_blocks(self, block_start: int, block_count: int) -> list[int]:
         """The blocks of [block_start, +block_count) that fail their checksum (or cannot
         be read whole), read READ_PIECE bytes at a time into one reused buffer."""

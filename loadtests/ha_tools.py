@@ -1,8 +1,10 @@
-"""The tools the PostgreSQL high-availability tests run, installed on first use by
-the project itself: etcd (Debian's etcd-server package, unpacked with `dpkg -x`, so
-no service is installed or enabled) and Patroni (from PyPI, pinned, in a virtual
+"""The tools the PostgreSQL high-availability and backup tests run, installed on first
+use by the project itself: etcd (Debian's etcd-server package, unpacked with `dpkg -x`,
+so no service is installed or enabled), Patroni (from PyPI, pinned, in a virtual
 environment of Debian's own Python: the unprivileged user PostgreSQL runs as must be
-able to execute it, and Patroni starts PostgreSQL by re-executing its interpreter).
+able to execute it, and Patroni starts PostgreSQL by re-executing its interpreter) and
+Barman (from PyPI, pinned, in a virtual environment of its own: continuous archiving
+and point-in-time restores; pgBackRest 2.45, Debian 12's, refuses PostgreSQL 18).
 
 Everything goes under PFS_HA_TOOLS (default /var/cache/plasmafs-ha), readable by all.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 TOOLS = Path(os.environ.get("PFS_HA_TOOLS", "/var/cache/plasmafs-ha"))
 PATRONI_PACKAGES = ("patroni[etcd3]==4.1.5", "psycopg2-binary==2.9.13")
+BARMAN_PACKAGES = ("barman==3.19.1", "psycopg2-binary==2.9.13")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
@@ -33,6 +36,12 @@ def patroni() -> Path:
     return TOOLS / "patroni" / "bin" / "patroni"
 
 
+def barman() -> Path:
+    """The barman program (installed if missing)."""
+    ensure()
+    return TOOLS / "barman" / "bin" / "barman"
+
+
 def ensure() -> None:
     """Install what is missing (one process at a time)."""
     TOOLS.mkdir(parents=True, exist_ok=True)
@@ -42,7 +51,9 @@ def ensure() -> None:
         if not (TOOLS / "etcd" / "usr" / "bin" / "etcd").exists():
             _install_etcd()
         if not (TOOLS / "patroni" / "bin" / "patroni").exists():
-            _install_patroni()
+            _install_venv(TOOLS / "patroni", PATRONI_PACKAGES)
+        if not (TOOLS / "barman" / "bin" / "barman").exists():
+            _install_venv(TOOLS / "barman", BARMAN_PACKAGES)
 
 
 def _install_etcd() -> None:
@@ -58,14 +69,13 @@ def _install_etcd() -> None:
         target.rename(TOOLS / "etcd")
 
 
-def _install_patroni() -> None:
-    # Built where it stays (a venv's scripts name its path); bin/patroni, the sign of
+def _install_venv(venv: Path, packages: tuple[str, ...]) -> None:
+    # Built where it stays (a venv's scripts name its path); its program, the sign of
     # a finished install, appears only once pip succeeded.
-    venv = TOOLS / "patroni"
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True, capture_output=True)
     subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", *PATRONI_PACKAGES],
+        [str(venv / "bin" / "pip"), "install", "-q", *packages],
         check=True,
         capture_output=True,
     )

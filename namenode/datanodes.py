@@ -30,6 +30,11 @@ class _Known:
     heard: bool = False  # a heartbeat (or registration) reached this namenode
     admin_state: int = NORMAL
     busy_unknown: bool = False  # it reported running work this namenode does not know
+    # It registered with this namenode process: each namenode has every datanode
+    # register once, so that the datanode compares its owner stamps with this
+    # namenode's records and tells the newest term it has seen (the one it takes must
+    # be past it), whatever happened to PostgreSQL since the last one.
+    registered: bool = False
 
 
 class DatanodeRegistry:
@@ -110,6 +115,7 @@ class DatanodeRegistry:
         known.last_seen = time.monotonic()
         known.heard = True
         known.busy_unknown = False
+        known.registered = True
         return row
 
     def check_principal(self, datanode_id: int, principal: str | None) -> None:
@@ -126,8 +132,10 @@ class DatanodeRegistry:
         """Note that a datanode lives; True if it was dead (or not heard from since this
         namenode started) until now."""
         known = self._known.get(datanode_id)
-        if known is None or known.row.identity != identity:
-            raise NotFoundError(f"datanode {datanode_id} is not registered; register again")
+        if known is None or known.row.identity != identity or not known.registered:
+            raise NotFoundError(
+                f"datanode {datanode_id} has not registered with this namenode; register again"
+            )
         now = time.monotonic()
         returned = not known.heard or now - known.last_seen > self.dead_after
         known.last_seen = now

@@ -164,6 +164,23 @@ class Leadership:
             raise NotActiveError("this namenode cannot renew its lease now; retry")
         return self.term
 
+    async def step_past(self, newer: int, who: str) -> None:
+        """`who` has heard of term `newer` — past this namenode's, or this term from
+        another namenode: PostgreSQL lost history (restored from a backup, or commits
+        lost in a failover); that one refuses tickets of older terms, and owner stamps
+        of a term taken twice would not be unique. Move the term past it and stand down;
+        the daemon takes the lease again at once (it is expired), in a term after."""
+        if await self._leases.step_past(self.term, newer):
+            log.error(
+                "%s has seen namenode term %d from another namenode (this one's is %d): "
+                "PostgreSQL's records are older than the cluster's (restored, or commits "
+                "lost); taking a term after it",
+                who, newer, self.term,
+            )  # fmt: skip
+            self.depose(f"{who} has seen term {newer}; taking a newer term")
+        else:
+            self.depose("another namenode took a newer term")
+
     def depose(self, reason: str) -> None:
         """Stop serving for good (another namenode took a newer term, or state may be
         lost)."""

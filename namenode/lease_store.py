@@ -82,6 +82,18 @@ class LeaseStore:
             return Renewal(False, 0.0)
         return Renewal(True, float(row["started"]))
 
+    async def step_past(self, term: int, newer: int) -> bool:
+        """Move the term row from `term` (this namenode's) to `newer` (at least `term`)
+        and end the lease, so that the next take gives `newer + 1`; False if `term` is
+        not the current one."""
+        row = await self._fetchrow(
+            """UPDATE namenode_terms SET term = $2, lease_expires = '-infinity'
+               WHERE term = $1 AND $2 >= term RETURNING 1""",
+            term,
+            newer,
+        )
+        return row is not None
+
     async def release(self, term: int) -> None:
         """End the lease of `term` now: a standby takes over at its next try."""
         await self._fetchrow(

@@ -155,18 +155,21 @@ class ReplicaStore:
                 await conn.fetchval("SELECT count(*) FROM extents WHERE datanode_id = $1", datanode)
             )
 
-    async def used_ranges(self, datanode: int, after: int, limit: int) -> list[tuple[int, int]]:
-        """Committed replica ranges of a datanode starting at or after block `after`."""
+    async def used_ranges(
+        self, datanode: int, after: int, limit: int
+    ) -> list[tuple[int, int, int, int, int]]:
+        """Committed replica ranges of a datanode starting at or after block `after`:
+        (block_start, block_count, ino, generation, file_index of the first block)."""
         async with self.store.read_connection() as conn:
             rows = await conn.fetch(
-                """SELECT block_start, block_count FROM extents
+                """SELECT block_start, block_count, ino, generation, file_index FROM extents
                    WHERE datanode_id = $1 AND block_start >= $2
                    ORDER BY block_start LIMIT $3""",
                 datanode,
                 after,
                 limit,
             )
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     # --- corrupt blocks -------------------------------------------------------------------
 

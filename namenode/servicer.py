@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from plasmafs.core.errors import AuthenticationError, NotFoundError, PlasmaError
+from plasmafs.core.errors import AuthenticationError, NotActiveError, NotFoundError, PlasmaError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import (
@@ -171,6 +171,12 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
     ) -> pb.RegisterReply:
         principal = self.gate.datanode(context)
+        leadership = self.monitor.leadership
+        term, heard_from = request.newest_term, request.newest_term_holder
+        mine = leadership.current_term()
+        if term > mine or (term == mine and heard_from not in ("", leadership.holder)):
+            await leadership.step_past(request.newest_term, f"datanode {request.address}")
+            raise NotActiveError("this namenode is taking a newer term; register again")
         row = await self.registry.register(
             request.identity,
             request.host,
@@ -187,6 +193,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             ticket_secret=self.registry.secret,
             heartbeat_ms=self.registry.heartbeat_ms,
             term=self.monitor.leadership.term,
+            term_holder=self.monitor.leadership.holder,
         )
 
     async def Heartbeat(
@@ -203,6 +210,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         work = await self.monitor.heartbeat(request.datanode_id, _heartbeat_report(request))
         reply = _heartbeat_reply(work)
         reply.term = self.monitor.leadership.term
+        reply.term_holder = self.monitor.leadership.holder
         principals = self.gate.principals
         if principals is not None:
             # Tickets live ticket_ttl: a credential revoked longer ago has none left.
@@ -226,8 +234,9 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         limit = max(1, min(request.limit or USED_BLOCKS_PAGE, USED_BLOCKS_PAGE))
         ranges = await self.monitor.replicas.used_ranges(request.datanode_id, request.after, limit)
         reply = pb.UsedBlocksReply(more=len(ranges) == limit)
-        for start, count in ranges:
+        for start, count, ino, generation, file_index in ranges:
             reply.ranges.add(block_start=start, block_count=count)
+            reply.owners.add(ino=ino, generation=generation, file_index=file_index)
         return reply
 
 

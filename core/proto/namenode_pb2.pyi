@@ -666,7 +666,7 @@ class PingReply(_message.Message):
     def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ..., term: _Optional[int] = ..., active_since_ns: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket", "plaintext")
+    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket", "plaintext", "newest_term", "newest_term_holder")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -674,6 +674,8 @@ class RegisterRequest(_message.Message):
     CAPACITY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SOCKET_FIELD_NUMBER: _ClassVar[int]
     PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_TERM_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_TERM_HOLDER_FIELD_NUMBER: _ClassVar[int]
     identity: str
     host: str
     address: str
@@ -681,19 +683,23 @@ class RegisterRequest(_message.Message):
     capacity_blocks: int
     local_socket: str
     plaintext: bool
-    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ..., plaintext: _Optional[bool] = ...) -> None: ...
+    newest_term: int
+    newest_term_holder: str
+    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ..., plaintext: _Optional[bool] = ..., newest_term: _Optional[int] = ..., newest_term_holder: _Optional[str] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms", "term")
+    __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms", "term", "term_holder")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     TICKET_SECRET_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    TERM_HOLDER_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     ticket_secret: bytes
     heartbeat_ms: int
     term: int
-    def __init__(self, datanode_id: _Optional[int] = ..., ticket_secret: _Optional[bytes] = ..., heartbeat_ms: _Optional[int] = ..., term: _Optional[int] = ...) -> None: ...
+    term_holder: str
+    def __init__(self, datanode_id: _Optional[int] = ..., ticket_secret: _Optional[bytes] = ..., heartbeat_ms: _Optional[int] = ..., term: _Optional[int] = ..., term_holder: _Optional[str] = ...) -> None: ...
 
 class BlockRange(_message.Message):
     __slots__ = ("block_start", "block_count")
@@ -762,18 +768,20 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., running: _Optional[_Iterable[int]] = ..., finished: _Optional[_Iterable[_Union[CopyResult, _Mapping]]] = ..., corrupt: _Optional[_Iterable[_Union[BadBlocks, _Mapping]]] = ..., verified: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("copies", "cancel", "verify", "revoked_credentials", "term")
+    __slots__ = ("copies", "cancel", "verify", "revoked_credentials", "term", "term_holder")
     COPIES_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     REVOKED_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    TERM_HOLDER_FIELD_NUMBER: _ClassVar[int]
     copies: _containers.RepeatedCompositeFieldContainer[CopyTask]
     cancel: _containers.RepeatedScalarFieldContainer[int]
     verify: _containers.RepeatedCompositeFieldContainer[BlockRange]
     revoked_credentials: _containers.RepeatedScalarFieldContainer[int]
     term: int
-    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ..., term: _Optional[int] = ...) -> None: ...
+    term_holder: str
+    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ..., term: _Optional[int] = ..., term_holder: _Optional[str] = ...) -> None: ...
 
 class UsedBlocksRequest(_message.Message):
     __slots__ = ("datanode_id", "identity", "after", "limit")
@@ -788,12 +796,24 @@ class UsedBlocksRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., after: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class UsedBlocksReply(_message.Message):
-    __slots__ = ("ranges", "more")
+    __slots__ = ("ranges", "more", "owners")
     RANGES_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
     ranges: _containers.RepeatedCompositeFieldContainer[BlockRange]
     more: bool
-    def __init__(self, ranges: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+    owners: _containers.RepeatedCompositeFieldContainer[BlockOwner]
+    def __init__(self, ranges: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., more: _Optional[bool] = ..., owners: _Optional[_Iterable[_Union[BlockOwner, _Mapping]]] = ...) -> None: ...
+
+class BlockOwner(_message.Message):
+    __slots__ = ("ino", "generation", "file_index")
+    INO_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    FILE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ino: int
+    generation: int
+    file_index: int
+    def __init__(self, ino: _Optional[int] = ..., generation: _Optional[int] = ..., file_index: _Optional[int] = ...) -> None: ...
 
 class DatanodeInfo(_message.Message):
     __slots__ = ("datanode_id", "address", "host", "state", "alive", "capacity_bytes", "used_bytes", "replica_blocks", "last_heartbeat_age", "queued_copies", "running_copies")

@@ -13,12 +13,14 @@ import os
 import pytest
 
 from plasmafs.client import Client, PlasmaError
+from plasmafs.client.admin import FsckFile
 from plasmafs.core.attributes import Extent
 from tests.conftest import DataCluster
 from tests.support.cluster import DatanodeProcess
 from tests.support.waiting import eventually
 
 CRC_SIZE = 4
+STAMP_SIZE = 24
 
 
 def overwrite_block(node: DatanodeProcess, source: int, target: int, blocksize: int) -> None:
@@ -87,3 +89,66 @@ async def test_a_replica_reused_by_another_file_is_left_for_a_good_one(
     source = next(r for r in ea.replicas if r.address == bad.address)
     overwrite_block(node, source.block_start, bad.block_start, bs)
     assert await dfs.read_file("/b") == b  # the good replica's, never a's bytes
+
+
+def overwrite_stamped_block(node: DatanodeProcess, source: int, target: int, bs: int) -> None:
+    """Copy block `source` whole — bytes, checksum and owner stamp — over `target`: what
+    a datanode holds after a block was freed and reused by a write the namenode's
+    (restored) records do not know."""
+    overwrite_block(node, source, target, bs)
+    with open(node.volume / "volume.stamp", "r+b") as f:
+        f.seek(source * STAMP_SIZE)
+        stamp = f.read(STAMP_SIZE)
+        f.seek(target * STAMP_SIZE)
+        f.write(stamp)
+
+
+async def test_a_datanode_finds_blocks_of_another_owner_when_it_registers(
+    dfs: Client, data_cluster: DataCluster
+) -> None:
+    _, _, ea, b_path, _, eb = await one_block_files(dfs, data_cluster, 1)
+    node = node_of(data_cluster, ea)
+    node.stop()
+    overwrite_stamped_block(node, ea.replicas[0].block_start, eb.replicas[0].block_start,
+                            data_cluster.blocksize)  # fmt: skip
+    node.start()  # registers: its owner check compares every stamp with the records
+
+    async def reported_corrupt() -> bool:
+        summary = [item async for item in dfs.fsck("/")][-1]
+        return summary.corrupt_files == 1
+
+    await eventually(reported_corrupt, timeout=30)  # no read of the file needed
+    corrupt = [f.path async for f in dfs.fsck("/", list_corrupt=True) if isinstance(f, FsckFile)]
+    assert corrupt == [b_path]
+    with pytest.raises(PlasmaError):
+        await dfs.read_file(b_path)
+
+
+async def test_a_datanode_that_saw_a_newer_term_makes_the_namenode_step_past_it(
+    dfs: Client, data_cluster: DataCluster
+) -> None:
+    """The records are older than the cluster (PostgreSQL restored, or commits lost):
+    the datanode would refuse the namenode's write tickets, so the namenode takes a
+    term after the newest any datanode has seen, then writes go on."""
+    [before] = [r.term for r in await dfs.namenodes()]
+    node = data_cluster.datanodes[0]
+    node.stop()
+    (node.volume / "namenode.term").write_text(f"{before + 1000} another-namenode\n")
+    node.start()
+
+    async def stepped_past() -> bool:
+        return [r.term for r in await dfs.namenodes()] == [before + 1001]
+
+    await eventually(stepped_past, timeout=30)
+    data = os.urandom(3 * data_cluster.blocksize)
+    await eventually(lambda: _written_on_all(dfs, data), timeout=30)
+    assert await dfs.read_file("/everywhere") == data
+
+
+async def _written_on_all(dfs: Client, data: bytes) -> bool:
+    """Whether a file with a replica on each of the three datanodes could be written."""
+    try:
+        await dfs.write_file("/everywhere", data, replication=3)
+    except PlasmaError:
+        return False
+    return True

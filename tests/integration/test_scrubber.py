@@ -1,5 +1,6 @@
 """The datanode's scrub on a real volume: bad blocks found and reported once read
-twice, ranges being written skipped, the used-block listing paged, the rate bounded."""
+twice, blocks holding another owner's data found by their stamps, ranges being written
+skipped, the used-block listing paged, the rate bounded."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.ratelimit import RateLimit
-from plasmafs.datanode.scrubber import Scrubber, UsedBlocks
+from plasmafs.datanode.scrubber import Scrubber, UsedBlocks, UsedRange
 from plasmafs.datanode.volume import DATA, Volume
 
 BS = 64 * 1024
@@ -47,13 +48,17 @@ def flip(volume: Volume, block: int, at: int = 100) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
 
 
-def listing(ranges: list[tuple[int, int]], page: int = 1000) -> tuple[UsedBlocks, list[int]]:
-    """A used-block listing as the namenode pages it, and the `after` values asked for."""
+def listing(
+    ranges: list[tuple[int, int]] | list[UsedRange], page: int = 1000
+) -> tuple[UsedBlocks, list[int]]:
+    """A used-block listing as the namenode pages it (ranges without an owner unless
+    given as UsedRange), and the `after` values asked for."""
     asked: list[int] = []
+    used_ranges = [UsedRange(*r) for r in ranges]
 
-    async def used(after: int) -> tuple[list[tuple[int, int]], bool]:
+    async def used(after: int) -> tuple[list[UsedRange], bool]:
         asked.append(after)
-        rest = [r for r in ranges if r[0] >= after]
+        rest = [r for r in used_ranges if r.start >= after]
         return rest[:page], len(rest) > page
 
     return used, asked
@@ -220,12 +225,12 @@ async def test_a_listing_that_fails_is_tried_again(
 ) -> None:
     calls = 0
 
-    async def used(after: int) -> tuple[list[tuple[int, int]], bool]:
+    async def used(after: int) -> tuple[list[UsedRange], bool]:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise OSError("the namenode is away")
-        return [(0, 4)], False
+        return [UsedRange(0, 4)], False
 
     s, _ = scrubber(volume, reader, used, pause=0.01)
     running = asyncio.create_task(s.run())
@@ -255,3 +260,45 @@ def test_the_scrub_checks_blocks_against_their_owner_stamps(volume: Volume) -> N
             f.seek(11 * size)
             f.write(copied)
     assert volume.verify_blocks(10, 12) == [11]
+
+
+async def test_blocks_written_since_for_another_owner_are_found_by_their_stamps(
+    volume: Volume, reader: ThreadPoolExecutor
+) -> None:
+    volume.write_blocks(0, os.urandom(8 * BS), owner=(7, 1 << 32 | 1, 0))
+    volume.write_blocks(8, os.urandom(4 * BS), owner=(9, 1 << 32 | 2, 0))  # reused: was 8's
+    used, _ = listing(
+        [
+            UsedRange(0, 8, (7, 1 << 32 | 1, 0)),
+            UsedRange(8, 4, (8, 1 << 32 | 1, 3)),  # what the (older) namespace records
+            UsedRange(12, 4, (5, 0, 0)),  # written before stamps: any stamp will do
+        ]
+    )
+    s, reports = scrubber(volume, reader, used)
+    await s.scrub_pass()
+    assert [(r.block_start, r.block_count) for r in reports] == [(8, 4)]
+    assert "owner stamp" in reports[0].reason
+    assert s.foreign_blocks == s.corrupt_blocks == 4  # their checksums match their stamps
+    assert s.owner_checks == 1
+
+
+async def test_an_owner_check_after_a_registration_reads_stamps_only(
+    volume: Volume, reader: ThreadPoolExecutor
+) -> None:
+    volume.write_blocks(0, os.urandom(2 * BS), owner=(7, 1 << 32 | 1, 4))
+    flip(volume, 1)  # bad data, right stamp: for the data pass, not the owner check
+    inflight = InflightWrites()
+    used, _ = listing([UsedRange(0, 2, (7, 1 << 32 | 1, 5)), UsedRange(2, 2, (3, 1 << 32, 0))])
+    s, reports = scrubber(volume, reader, used, inflight)
+    checks = asyncio.create_task(s.run_owner_checks())
+    try:
+        with inflight.writing(3, 1):  # being written: not judged now
+            s.owners_due.set()
+            while s.owner_checks < 1:
+                await asyncio.sleep(0.01)
+    finally:
+        checks.cancel()
+    # Block 0 holds file block 4, not 5, and block 1 file block 5, not 6; block 2 has
+    # the fixture's data (no owner) where inode 3 was expected; block 3 was skipped.
+    assert [(r.block_start, r.block_count) for r in reports] == [(0, 3)]
+    assert s.passes == 0 and s.pass_verified == 0
