@@ -367,6 +367,13 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     if action == "datanodes":
         print(health.datanode_table(await fs.datanodes()))
         return
+    if action in ("dump", "load"):
+        from plasmafs.cli import namespace_copies
+
+        await (namespace_copies.cmd_dump if action == "dump" else namespace_copies.cmd_load)(
+            fs, args
+        )
+        return
     if action == "namenodes":
         roles = await fs.namenodes()
         print(health.namenode_table(roles))

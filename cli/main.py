@@ -189,6 +189,14 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         q = actions.add_parser(action, help=text)
         q.add_argument("datanode_id", metavar="ID")
+    q = actions.add_parser(
+        "dump", help="write the namespace and accounts, one consistent snapshot, to FILE"
+    )
+    q.add_argument("file", metavar="FILE|-")
+    q = actions.add_parser(
+        "load", help="load a dump into this cluster, whose namespace must be empty"
+    )
+    q.add_argument("file", metavar="FILE|-")
     _account_parsers(actions)
     certificates.add_parsers(actions)
     sub.add_parser("whoami", help="the user this credential acts as: name, uid, groups")

@@ -10,7 +10,7 @@ an unknown datanode, InvalidArgumentError or BusyError for a refused decommissio
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 
 import grpc
@@ -217,6 +217,21 @@ def _error(exc: grpc.RpcError, address: str) -> PlasmaError:
     return service_error(exc, address, "Admin")
 
 
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """What `load` wrote."""
+
+    rows: dict[str, int]  # by table
+    credentials_skipped: int  # their ids were the cluster's own credentials'
+    datanodes_added: int  # dumped datanodes the cluster had not seen
+    seconds: float
+
+    @property
+    def entries(self) -> int:
+        """Directory entries loaded."""
+        return self.rows.get("entries", 0)
+
+
 class Admin:
     """The Admin service of the namenode behind one gRPC channel."""
 
@@ -299,3 +314,33 @@ class Admin:
         if summary is None:
             raise StorageError(f"the namenode at {self._address} ended fsck without its summary")
         yield summary
+
+    async def dump(self) -> AsyncIterator[bytes]:
+        """The namespace and accounts as one consistent snapshot, in pieces, for `load`
+        (a format of the namenode's own: write the pieces as they come)."""
+        call = self._stub.Dump(pb.DumpRequest(), metadata=self._metadata)
+        try:
+            async for chunk in call:
+                yield chunk.data
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        finally:
+            if not call.done():
+                call.cancel()
+
+    async def load(self, pieces: AsyncIterable[bytes]) -> LoadSummary:
+        """Load a dump (its bytes, in pieces of any size up to a few MiB) into the
+        cluster, whose namespace must be empty; the namenode starts over afterwards
+        (clients see a failover)."""
+
+        async def requests() -> AsyncIterator[pb.LoadChunk]:
+            async for piece in pieces:
+                yield pb.LoadChunk(data=piece)
+
+        try:
+            reply = await self._stub.Load(requests(), metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        return LoadSummary(
+            dict(reply.rows), reply.credentials_skipped, reply.datanodes_added, reply.seconds
+        )

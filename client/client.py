@@ -11,7 +11,7 @@ takes over, waits for it; reads are sent again across a failover (`failover.py`)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -39,7 +39,7 @@ from plasmafs.core.proto import namenode_pb2 as pb
 
 if TYPE_CHECKING:
     from plasmafs.client.accounts import Accounts
-    from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary
+    from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary, LoadSummary
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.editing import FileEditor
     from plasmafs.client.file_reader import FileReader
@@ -511,6 +511,17 @@ class Client:
 
         conn = await self.connection()
         return Admin(conn.channel, conn.address, conn.metadata)
+
+    async def dump(self) -> AsyncIterator[bytes]:
+        """The namespace and accounts as one consistent snapshot, in pieces to write
+        out as they come (for `load`; a superuser's)."""
+        async for piece in (await self._admin()).dump():
+            yield piece
+
+    async def load(self, pieces: AsyncIterable[bytes]) -> LoadSummary:
+        """Load a dump into this cluster, whose namespace must be empty (a superuser's);
+        the namenode starts over afterwards, as in a failover."""
+        return await (await self._admin()).load(pieces)
 
     async def datanodes(self) -> list[DatanodeStatus]:
         """Every datanode the namenode knows, with its state, space and copy work."""

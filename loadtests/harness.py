@@ -54,6 +54,8 @@ class BenchCluster:
     datanode_pids: list[int]
     metrics_address: str = ""
     client_env: dict[str, str] = field(default_factory=dict)  # how clients reach it
+    registry_address: str = ""  # where the datanodes register
+    namenode_env: dict[str, str] = field(default_factory=dict)  # its PFS_NAMENODE_* settings
 
     def dsn(self, database: str = "plasmafs") -> str:
         """DSN of a database on the run's PostgreSQL."""
@@ -119,7 +121,11 @@ def bench_cluster(
                 extra_env={**security("datanode", f"datanode-{k + 1}"), **(datanode_env or {})},
             )
             dn_pids.append(dn_pid)
-        yield BenchCluster(workdir, pg, pid, address, dn_pids, metrics_address, client_env)
+        cluster = BenchCluster(
+            workdir, pg, pid, address, dn_pids, metrics_address, client_env, registry, env
+        )
+        yield cluster
+        pid = cluster.namenode_pid  # a benchmark may have started another one
     finally:
         for dn in dn_pids:
             stop_process(dn, "plasmafs.datanode")

@@ -1,12 +1,14 @@
-"""The gRPC face of cluster administration: datanodes' states and lifecycle, and fsck.
-It only translates between the wire and the replication monitor, registry and fsck.
-Every call is a superuser's (fsck sees every file's name and placement)."""
+"""The gRPC face of cluster administration: datanodes' states and lifecycle, fsck, and
+the namespace's dump and load. It only translates between the wire and the
+replication monitor, registry, fsck and namespace_dump. Every call is a superuser's
+(fsck sees every file's name and placement)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+import asyncpg
 import grpc
 
 from plasmafs.core import paths
@@ -15,14 +17,17 @@ from plasmafs.core.errors import BusyError, NotFoundError, PlasmaError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import abort_with, answered
+from plasmafs.namenode import namespace_dump
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
 from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
+from plasmafs.namenode.migrator import schema_version
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
+from plasmafs.namenode.store import domain_errors
 
 T = TypeVar("T")
 
@@ -42,8 +47,10 @@ class AdminServicer(pb_grpc.AdminServicer):
         lifecycle: DatanodeLifecycle,
         fsck: Fsck,
         gate: Gate,
+        connect: Callable[[str], Awaitable[asyncpg.Connection]],
     ) -> None:
         self.gate = gate
+        self.connect = connect  # a PostgreSQL connection of its own, by application name
         self.ns = namespace
         self.monitor = monitor
         self.lifecycle = lifecycle
@@ -161,6 +168,55 @@ class AdminServicer(pb_grpc.AdminServicer):
             yield pb.FsckReply(summary=self._summary(totals))
         except PlasmaError as exc:
             await abort_with(context, exc)
+
+    async def Dump(self, request: pb.DumpRequest, context: grpc.aio.ServicerContext) -> None:
+        """The namespace and accounts, as one snapshot, streamed."""
+        try:
+            self.gate.superuser(context, "admin dump")
+            with domain_errors("namespace dump"):
+                conn = await self.connect("pfs-namenode-dump")
+                try:
+
+                    async def send(chunk: bytes) -> None:
+                        await context.write(pb.DumpChunk(data=chunk))
+
+                    await namespace_dump.dump(conn, schema_version(), send)
+                finally:
+                    await conn.close()
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+
+    async def Load(
+        self, request_iterator: AsyncIterator[pb.LoadChunk], context: grpc.aio.ServicerContext
+    ) -> pb.LoadReply:
+        """Load a dump into the empty namespace, then start over with it."""
+
+        async def load() -> pb.LoadReply:
+            self.gate.superuser(context, "admin load")
+            leadership = self.monitor.leadership
+
+            async def chunks() -> AsyncIterator[bytes]:
+                async for chunk in request_iterator:
+                    yield chunk.data
+
+            with domain_errors("namespace load"):
+                conn = await self.connect("pfs-namenode-load")
+                try:
+                    result = await namespace_dump.load(
+                        conn, schema_version(), leadership.current_term(), chunks()
+                    )
+                finally:
+                    await conn.close()
+            # Its cache and allocator know nothing of what was loaded: take over anew.
+            leadership.depose("a namespace was loaded; starting over with it")
+            return pb.LoadReply(
+                rows=result.rows,
+                credentials_skipped=result.credentials_skipped,
+                datanodes_added=result.datanodes_added,
+                seconds=result.seconds,
+            )
+
+        return await answered(context, load())
 
     def _summary(self, t: FsckTotals) -> pb.FsckSummary:
         return pb.FsckSummary(

@@ -118,10 +118,14 @@ class DatanodeRegistry:
         known.registered = True
         return row
 
-    def check_principal(self, datanode_id: int, principal: str | None) -> None:
+    def check_principal(self, datanode_id: int, identity: str, principal: str | None) -> None:
         """AuthenticationError unless the caller may speak for `datanode_id`: the
-        principal its volume is bound to (anyone on a plaintext cluster)."""
+        principal its volume is bound to (anyone on a plaintext cluster). NotFoundError
+        when that id is another volume's here (the datanode registered with another
+        database): it registers again and gets its own."""
         known = self._known.get(datanode_id)
+        if known is not None and known.row.identity != identity:
+            raise NotFoundError(f"datanode {datanode_id} is another volume's here; register again")
         if principal is None or known is None or known.row.principal in (None, principal):
             return
         raise AuthenticationError(

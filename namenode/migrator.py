@@ -51,6 +51,11 @@ def load_migrations() -> list[Migration]:
     return found
 
 
+def schema_version() -> int:
+    """The schema version this code runs on: its newest migration's number."""
+    return len(load_migrations())
+
+
 async def migrate_database(dsn: str | None) -> list[int]:
     """Connect to `dsn` (None: the PG* variables), check that it can hold a namespace,
     apply the missing migrations; return the versions applied now."""

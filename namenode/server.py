@@ -96,7 +96,7 @@ async def start_namenode(
     registry = RegistryServicer(data.registry, monitor, lifecycle, gate, settings.ticket_ttl)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
     fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
-    admin = AdminServicer(parts.namespace, monitor, lifecycle, fsck, gate)
+    admin = AdminServicer(parts.namespace, monitor, lifecycle, fsck, gate, store.connect_apart)
     pb_grpc.add_AdminServicer_to_server(admin, server)
     accounts = accounts_servicer(AccountStore(store), principals, gate, servicer.cut_sessions)
     pb_grpc.add_AccountsServicer_to_server(accounts, server)

@@ -164,8 +164,10 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         """Admit an authenticated datanode and hand it its id and the ticket secret."""
         return await answered(context, self._register(request, context))
 
-    def _principal(self, context: grpc.aio.ServicerContext, datanode_id: int) -> None:
-        self.registry.check_principal(datanode_id, self.gate.datanode(context))
+    def _principal(
+        self, context: grpc.aio.ServicerContext, datanode_id: int, identity: str
+    ) -> None:
+        self.registry.check_principal(datanode_id, identity, self.gate.datanode(context))
 
     async def _register(
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
@@ -205,7 +207,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
     async def _heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
-        self._principal(context, request.datanode_id)
+        self._principal(context, request.datanode_id, request.identity)
         self.lifecycle.heard(request.datanode_id, request.identity)
         work = await self.monitor.heartbeat(request.datanode_id, _heartbeat_report(request))
         reply = _heartbeat_reply(work)
@@ -227,7 +229,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
     async def _used_blocks(
         self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext
     ) -> pb.UsedBlocksReply:
-        self._principal(context, request.datanode_id)
+        self._principal(context, request.datanode_id, request.identity)
         row = self.registry.row(request.datanode_id)
         if row is None or row.identity != request.identity:
             raise NotFoundError(f"datanode {request.datanode_id} is not registered; register again")

@@ -155,6 +155,12 @@ class Store:
     async def _connect(self, name: str) -> asyncpg.Connection:
         return await pg_connect.connect(self._dsn, server_settings={"application_name": name})
 
+    async def connect_apart(self, name: str) -> asyncpg.Connection:
+        """A connection of its own (application `name`), for long work such as a dump
+        that must not hold one of the read pool's; the caller closes it."""
+        with domain_errors("metadata store"):
+            return await self._connect(name)
+
     async def close(self) -> None:
         """Close every connection."""
         if self._pool is not None:

@@ -955,6 +955,41 @@ class FsckReply(_message.Message):
     summary: FsckSummary
     def __init__(self, file: _Optional[_Union[FsckFile, _Mapping]] = ..., summary: _Optional[_Union[FsckSummary, _Mapping]] = ...) -> None: ...
 
+class DumpRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DumpChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class LoadChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class LoadReply(_message.Message):
+    __slots__ = ("rows", "credentials_skipped", "datanodes_added", "seconds")
+    class RowsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    DATANODES_ADDED_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.ScalarMap[str, int]
+    credentials_skipped: int
+    datanodes_added: int
+    seconds: float
+    def __init__(self, rows: _Optional[_Mapping[str, int]] = ..., credentials_skipped: _Optional[int] = ..., datanodes_added: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
 class UserInfo(_message.Message):
     __slots__ = ("name", "uid", "gid", "groups", "superuser")
     NAME_FIELD_NUMBER: _ClassVar[int]

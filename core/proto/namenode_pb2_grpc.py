@@ -225,6 +225,16 @@ class AdminStub:
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckRequest.SerializeToString,
                 response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckReply.FromString,
                 _registered_method=True)
+        self.Dump = channel.unary_stream(
+                '/plasmafs.namenode.v1.Admin/Dump',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpChunk.FromString,
+                _registered_method=True)
+        self.Load = channel.stream_unary(
+                '/plasmafs.namenode.v1.Admin/Load',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadChunk.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -264,6 +274,20 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Dump(self, request, context):
+        """The namespace and accounts as one consistent logical copy (namenode/namespace_dump.py),
+        and loading one into a cluster whose namespace is empty.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Load(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -291,6 +315,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Fsck,
                     request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckRequest.FromString,
                     response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckReply.SerializeToString,
+            ),
+            'Dump': grpc.unary_stream_rpc_method_handler(
+                    servicer.Dump,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpChunk.SerializeToString,
+            ),
+            'Load': grpc.stream_unary_rpc_method_handler(
+                    servicer.Load,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadChunk.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -429,6 +463,60 @@ class Admin:
             '/plasmafs.namenode.v1.Admin/Fsck',
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckRequest.SerializeToString,
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Dump(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/Dump',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Load(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/plasmafs.namenode.v1.Admin/Load',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadChunk.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -118,12 +118,12 @@ async def test_a_namenode_whose_term_was_taken_never_commits_again(
         await load.wait_for_progress()
         conn = await asyncpg.connect(dsn)
         try:  # as a standby that took over while this namenode was paused
+            failures = len(load.failures)  # (a create may fail as soon as the term moves)
             await conn.execute(
                 """UPDATE namenode_terms SET term = term + 1, holder = 'another',
                    lease_expires = now() + interval '1 hour'"""
             )
             landed = set(await _names(conn))
-            failures = len(load.failures)
             async with asyncio.timeout(30):  # its next renewal finds the newer term
                 while "no longer the active one" not in first.log_tail(200):
                     await asyncio.sleep(0.05)
