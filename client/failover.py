@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 FIRST_PAUSE = 0.05  # seconds before an address is tried again the first time
-LONGEST_PAUSE = 1.0
+# A standby answers at once, so short pauses cost it little; the pause (jittered up to
+# 1.5x) adds to how long a failover looks to a client.
+LONGEST_PAUSE = 0.4
 
 
 async def connect_to_active(

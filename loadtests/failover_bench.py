@@ -271,25 +271,28 @@ async def bench(cluster: HostCluster, args: argparse.Namespace) -> list[Trial]:
     return results
 
 
-def report(results: list[Trial], lease: float, args: argparse.Namespace) -> str:
-    """The figures as a BENCHMARKS.md section."""
+def report(results: list[Trial], lease: float, ttl: float, args: argparse.Namespace) -> str:
+    """The figures as a BENCHMARKS.md section (`ttl`: Patroni's, the least a PostgreSQL
+    failover waits, as the lease is for a namenode's)."""
     rest = f"{max(FIRST, args.after / 2):g}-{args.after:g} s"
     lines = [
         f"Command: `python -m loadtests.failover_bench {_options(args)}` — PostgreSQL on "
-        "three hosts under Patroni (synchronous replication, ttl 20 s; `loadtests/pg_ha.py`), "
+        f"three hosts under Patroni (synchronous replication, ttl {ttl:g} s; "
+        "`loadtests/pg_ha.py`), "
         f"two namenodes (lease {lease:g} s) and three datanodes on hosts of their own "
         "(network namespaces on a bridge, `loadtests/hosts.py`), "
         f"{args.files:,} existing files; {args.clients} clients knowing both namenodes "
         f"create one file per transaction while {args.readers} look up existing files "
         "at random. Gap: from the fault to the first create the new active namenode "
         "acknowledged, as clients saw it (for PostgreSQL's primary, the first create "
-        "begun after the fault); its ratio to the lease (what a standby must wait at "
-        "least). Lost: creates acknowledged and missing afterwards. After the "
+        "begun after the fault); its ratio to what a standby must wait at least (the "
+        "namenode's lease; Patroni's ttl for PostgreSQL's primary). Lost: creates "
+        "acknowledged and missing afterwards. After the "
         "takeover: rates in the first seconds and in the second half of the first minute "
         "on the new active, over the rates in the "
         f"{BEFORE:g} s before the fault (medians of the trials).",
         "",
-        "| fault | trials | gap, median | gap, max | max / lease | lost | client errors "
+        "| fault | trials | gap, median | gap, max | max / lease or ttl | lost | client errors "
         f"in the gap | creates 0-{FIRST:g} s | creates {rest} | lookups 0-{FIRST:g} s "
         f"| lookups {rest} | target |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -299,13 +302,14 @@ def report(results: list[Trial], lease: float, args: argparse.Namespace) -> str:
         if not mine:
             continue
         gaps = [r.gap for r in mine]
+        wait = ttl if fault.startswith("postgres") else lease
         ratios = [
             statistics.median(getattr(r, column) for r in mine)
             for column in ("creates_first", "creates_rest", "lookups_first", "lookups_rest")
         ]
         lines.append(
             f"| {fault} | {len(mine)} | {statistics.median(gaps):.2f} s | {max(gaps):.2f} s "
-            f"| {max(gaps) / lease:.2f} | {sum(r.lost for r in mine)} "
+            f"| {max(gaps) / wait:.2f} | {sum(r.lost for r in mine)} "
             f"| {sum(r.errors for r in mine)} | "
             + " | ".join(f"{ratio:.2f}" for ratio in ratios)
             + f" | <= {target:g} s, 0 lost |"
@@ -339,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         # Clients of this process trust the cluster's CA, with its superuser's token.
         os.environ.update(cluster.client_env())
         results = asyncio.run(bench(cluster, args))
-    text = report(results, cluster.lease_ttl, args)
+    ttl = cluster.patroni.ttl if cluster.patroni is not None else 0.0
+    text = report(results, cluster.lease_ttl, ttl, args)
     print(text)
     if args.update:
         update_benchmarks_md(args.update, "failover_bench", text)

@@ -3,7 +3,7 @@ lease is in doubt or lost.
 
 A namenode becomes active by taking the next term together with a lease of
 `lease_ttl` seconds (`lease_store.py`); until it can, it is a standby and tries again
-every `lease_ttl / 6`. The active one renews the lease every `lease_ttl / 3`. It
+every `lease_ttl / 10`. The active one renews the lease every `lease_ttl / 3`. It
 serves (reads too) only while it can prove the lease: until `VALID_SHARE` of the lease
 after the moment it sent its last successful renewal, which is before PostgreSQL's
 expiry, so a standby can take over only after this namenode stopped answering — a
@@ -91,7 +91,7 @@ class Leadership:
     @property
     def poll_interval(self) -> float:
         """Seconds between a standby's tries to take the lease."""
-        return max(self.lease_ttl / 6, 0.05)
+        return max(self.lease_ttl / 10, 0.05)
 
     async def try_take(self) -> bool:
         """Take the lease and the next term if the lease has expired; True if taken."""

@@ -144,7 +144,11 @@ class Store:
         self._pool = await asyncpg.create_pool(
             self._dsn,
             connect=pg_connect.connect,
-            min_size=1,
+            # One connection at start, and no floor kept: a floor is restored by a task
+            # of the pool's own that retries (and logs a traceback) every second while
+            # PostgreSQL fails over; reads reconnect when they need to anyway.
+            init_size=1,
+            min_size=0,
             max_size=self._read_pool_size,
             server_settings={"application_name": "pfs-namenode-read"},
             reset=_keep_session,

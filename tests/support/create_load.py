@@ -15,9 +15,10 @@ class CreateLoad:
     """Creates files one transaction each through a namenode, reconnecting on failures,
     and remembers which creates were acknowledged."""
 
-    def __init__(self, address: str, directory: str = "/load") -> None:
+    def __init__(self, address: str, directory: str = "/load", *, durable: bool = True) -> None:
         self.address = address  # one namenode, or several comma-separated
         self.directory = directory
+        self.durable = durable  # False: relaxed commits (acknowledged before the WAL flush)
         self.acknowledged: list[str] = []
         self.acknowledged_at: list[float] = []  # time.monotonic() of each
         self.failures: list[PlasmaError] = []
@@ -41,7 +42,9 @@ class CreateLoad:
         k = 0
         while not self._stopping:
             try:
-                async with Client(self.address, connect_timeout=2) as fs:
+                async with Client(
+                    self.address, connect_timeout=2, durable_commits=self.durable
+                ) as fs:
                     while True:
                         k += 1
                         await fs.create(f"{self.directory}/f{k}")
