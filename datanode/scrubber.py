@@ -26,7 +26,7 @@ from typing import NamedTuple
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.inflight import InflightWrites, run_to_end
 from plasmafs.datanode.ratelimit import RateLimit
-from plasmafs.datanode.volume import Owner, Volume
+from plasmafs.datanode.volume import Owner, Volume, owner_at
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Scrubber:
         freed wait out every read ticket before reuse, so that takes a while)."""
         for at in range(0, len(ranges), OWNER_BATCH):
             idle = [
-                (start, count, _shifted(used.owner, start - used.start))
+                (start, count, owner_at(used.owner, start - used.start))
                 for used in ranges[at : at + OWNER_BATCH]
                 if used.owner is not None
                 for start, count in self.inflight.idle_runs(used.start, used.blocks)
@@ -223,11 +223,6 @@ class Scrubber:
             return False
         log.warning("block %d of volume %s fails its checksum", block, self.volume.info.identity)
         return True
-
-
-def _shifted(owner: Owner, k: int) -> Owner:
-    """The owner of the k-th block of a range whose first block is `owner`'s."""
-    return (owner[0], owner[1], owner[2] + k)
 
 
 def _runs(blocks: list[int]) -> list[tuple[int, int]]:

@@ -311,7 +311,7 @@ class Volume:
         block = block_start + i
         where = f"block {block} of volume {self.info.identity}"
         stamp = self.stamp_of(block)
-        if owner is not None and owner[1] and stamp[1] and stamp != _owner_at(owner, i):
+        if owner is not None and owner[1] and stamp[1] and stamp != owner_at(owner, i):
             raise CorruptionError(
                 f"{where} holds block {stamp[2]} of inode {stamp[0]} (generation "
                 f"{stamp[1]}), not block {owner[2] + i} of inode {owner[0]} (generation "
@@ -341,7 +341,7 @@ class Volume:
             expected = _stamps(owner, count)
             for i in range(len(stamps) // size):
                 if stamps[i * size : (i + 1) * size] != expected[i * size : (i + 1) * size]:
-                    foreign.append((start + i, _owner_at(owner, i)))
+                    foreign.append((start + i, owner_at(owner, i)))
         return foreign
 
     def verify_blocks(self, block_start: int, block_count: int) -> list[int]:
@@ -493,7 +493,7 @@ def _checksums(view: memoryview, blocksize: int, seeds: list[int]) -> bytes:
     )
 
 
-def _owner_at(owner: Owner | None, k: int) -> Owner:
+def owner_at(owner: Owner | None, k: int) -> Owner:
     """The stamp of the k-th block of a range whose first block is `owner`'s."""
     if owner is None or not owner[1]:
         return (0, 0, 0)
@@ -502,7 +502,7 @@ def _owner_at(owner: Owner | None, k: int) -> Owner:
 
 def _stamps(owner: Owner | None, count: int) -> bytes:
     """The stamps of `count` blocks from `owner`'s first, packed as stored."""
-    return b"".join(_STAMP.pack(*_owner_at(owner, k)) for k in range(count))
+    return b"".join(_STAMP.pack(*owner_at(owner, k)) for k in range(count))
 
 
 def _seeds(stamps: bytes) -> list[int]:

@@ -70,6 +70,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("corrupt_blocks", "datanode_id block_start block_count found_at reason"),
     )
 )
+_COLUMNS = {name: list(columns) for name, columns in TABLES}  # as the header names them
 # Copied straight into their tables; the others go through a staging table first.
 _DIRECT = frozenset({"inodes", "entries"})
 ROOT_INO = 1
@@ -101,7 +102,7 @@ async def dump(conn: asyncpg.Connection, schema: int, send: Send) -> dict[str, i
             "schema": schema,
             "blocksize": blocksize,
             "inode_numbers": sequence,
-            "tables": {name: list(columns) for name, columns in TABLES},
+            "tables": _COLUMNS,
             "created": time.time(),
         }
         await out.frame(HEADER, json.dumps(header).encode())
@@ -228,7 +229,7 @@ async def _header(frames: _Frames, schema: int, blocksize: int) -> dict[str, obj
         raise InvalidArgumentError(
             f"the dump's blocksize is {header.get('blocksize')}, this cluster's {blocksize}"
         )
-    if header.get("tables") != {name: list(columns) for name, columns in TABLES}:
+    if header.get("tables") != _COLUMNS:
         raise InvalidArgumentError("the dump's tables are not this version's")
     return header
 

@@ -177,7 +177,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         term, heard_from = request.newest_term, request.newest_term_holder
         mine = leadership.current_term()
         if term > mine or (term == mine and heard_from not in ("", leadership.holder)):
-            await leadership.step_past(request.newest_term, f"datanode {request.address}")
+            await leadership.step_past(term, f"datanode {request.address}")
             raise NotActiveError("this namenode is taking a newer term; register again")
         row = await self.registry.register(
             request.identity,
@@ -230,8 +230,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self, request: pb.UsedBlocksRequest, context: grpc.aio.ServicerContext
     ) -> pb.UsedBlocksReply:
         self._principal(context, request.datanode_id, request.identity)
-        row = self.registry.row(request.datanode_id)
-        if row is None or row.identity != request.identity:
+        if self.registry.row(request.datanode_id) is None:
             raise NotFoundError(f"datanode {request.datanode_id} is not registered; register again")
         limit = max(1, min(request.limit or USED_BLOCKS_PAGE, USED_BLOCKS_PAGE))
         ranges = await self.monitor.replicas.used_ranges(request.datanode_id, request.after, limit)
