@@ -13,6 +13,11 @@ highest evicted epoch becomes a floor below which no fill is accepted.
 A directory is *complete* when every one of its entries is in the cache (see
 `NamespaceCache`): a name missing from it does not exist, with no query.
 
+The cache is bounded in bytes (`memory`), shared out among its tables; each item is
+charged what it costs in the namenode's heap (measured: an object's size with its dict
+slot, plus a name's, a link target's or a small file's bytes), and the oldest items of a
+table over its share are evicted.
+
 `search_epoch` counts the commits that may change who can search which directories: a
 directory's mode or owner changed, or a directory moved. The view keeps what it
 learnt about searching directories only while that number stays the same.
@@ -20,6 +25,7 @@ learnt about searching directories only while that number stays the same.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
@@ -44,14 +50,28 @@ MISSING: Final = _Missing()
 UNCOUNTED: Final = -1  # a complete directory whose number of entries is not known
 
 
+# What one cached item costs in the heap, measured with tracemalloc on CPython 3.11
+# (object, boxed integers, the tuple with its epoch, and its slot in the dict).
+INODE_BYTES = 510  # plus a link target's and a small file's bytes
+ENTRY_BYTES = 280  # plus the name's
+PARENT_BYTES = 210
+EXTENTS_BYTES = 220  # plus EXTENT_ROW_BYTES per extent
+EXTENT_ROW_BYTES = 110
+# How the memory bound is shared out: inodes, entries, parents, extents.
+SHARES = (0.45, 0.30, 0.12, 0.13)
+
+
 class _Table(Generic[K, V]):
-    """A bounded map of key -> (value, epoch of the commit or fill that wrote it)."""
+    """A map of key -> (value, epoch of the commit or fill that wrote it), bounded to
+    `limit` bytes as `cost` charges its items."""
 
-    __slots__ = ("_data", "_limit", "floor", "hits", "misses", "on_evict")
+    __slots__ = ("_cost", "_data", "_limit", "bytes", "floor", "hits", "misses", "on_evict")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, cost: Callable[[K, V | None], int]) -> None:
         self._data: dict[K, tuple[V | None, int]] = {}
-        self._limit = max(limit, 16)
+        self._limit = limit
+        self._cost = cost
+        self.bytes = 0
         self.floor = 0
         self.hits = 0
         self.misses = 0
@@ -72,16 +92,36 @@ class _Table(Generic[K, V]):
 
     def put(self, key: K, value: V | None, epoch: int) -> None:
         data = self._data
-        data.pop(key, None)
+        cost = self._cost
+        old = data.pop(key, None)
+        if old is not None:
+            self.bytes -= cost(key, old[0])
         data[key] = (value, epoch)
-        if len(data) > self._limit:
-            # Evict the oldest eighth at once; dicts keep insertion order.
-            for _ in range(self._limit // 8 + 1):
-                old_key, (_, old_epoch) = _pop_first(data)
-                if old_epoch > self.floor:
-                    self.floor = old_epoch
-                if self.on_evict is not None:
-                    self.on_evict(old_key)
+        self.bytes += cost(key, value)
+        if self.bytes > self._limit:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest items down to seven eighths of the limit, in one pass: a dict
+        keeps insertion order, but popping its first item again and again rescans the
+        slots already emptied at its front (quadratic: it stalled the namenode)."""
+        data, cost = self._data, self._cost
+        excess = self.bytes - (self._limit - self._limit // 8)
+        victims: list[tuple[K, int]] = []
+        freed = 0
+        for key, (value, epoch) in data.items():
+            if freed >= excess:
+                break
+            victims.append((key, epoch))
+            freed += cost(key, value)
+        self.bytes -= freed
+        on_evict = self.on_evict
+        for key, epoch in victims:
+            del data[key]
+            if epoch > self.floor:
+                self.floor = epoch
+            if on_evict is not None:
+                on_evict(key)
 
     def fill(self, key: K, value: V | None, read_epoch: int) -> None:
         if read_epoch < self.floor:
@@ -93,15 +133,29 @@ class _Table(Generic[K, V]):
 
     def clear(self, epoch: int) -> None:
         self._data.clear()
+        self.bytes = 0
         self.floor = epoch
 
     def __len__(self) -> int:
         return len(self._data)
 
 
-def _pop_first(data: dict[K, tuple[V | None, int]]) -> tuple[K, tuple[V | None, int]]:
-    key = next(iter(data))
-    return key, data.pop(key)
+def _inode_bytes(_: int, inode: Inode | None) -> int:
+    if inode is None:
+        return INODE_BYTES
+    return INODE_BYTES + len(inode.data or b"") + len(inode.target or "")
+
+
+def _entry_bytes(key: tuple[int, str], _: int | None) -> int:
+    return ENTRY_BYTES + len(key[1])
+
+
+def _parent_bytes(_: int, __: int | None) -> int:
+    return PARENT_BYTES
+
+
+def _extents_bytes(_: int, rows: tuple[ExtentRow, ...] | None) -> int:
+    return EXTENTS_BYTES + EXTENT_ROW_BYTES * len(rows or ())
 
 
 class NamespaceCache:
@@ -119,17 +173,26 @@ class NamespaceCache:
     it incomplete again.
     """
 
-    def __init__(self, inode_limit: int, entry_limit: int) -> None:
+    def __init__(self, memory: int) -> None:
         self.epoch = 0
         self.search_epoch = 0
-        self.inodes: _Table[int, Inode] = _Table(inode_limit)
-        self.entries: _Table[tuple[int, str], int] = _Table(entry_limit)
+        self.memory = memory
+        inodes, entries, parents, extents = (int(memory * share) for share in SHARES)
+        self.inodes: _Table[int, Inode] = _Table(inodes, _inode_bytes)
+        self.entries: _Table[tuple[int, str], int] = _Table(entries, _entry_bytes)
         self.entries.on_evict = self._entry_evicted
-        self.extents: _Table[int, tuple[ExtentRow, ...]] = _Table(inode_limit // 4)
-        self.parents: _Table[int, int] = _Table(entry_limit)
+        self.extents: _Table[int, tuple[ExtentRow, ...]] = _Table(extents, _extents_bytes)
+        self.parents: _Table[int, int] = _Table(parents, _parent_bytes)
+        # About how many entries fit (names of 16 bytes): the most directories that can
+        # be complete at once, and a bound for reading one whole.
+        self.entry_capacity = max(entries // (ENTRY_BYTES + 16), 16)
         self._complete: dict[int, int] = {}  # directory -> number of its entries
-        self._complete_limit = max(entry_limit, 16)
+        self._complete_limit = self.entry_capacity
         self._loading: dict[int, bool] = {}  # directory read whole -> no entry evicted yet
+
+    def charged(self) -> int:
+        """Bytes the cached items are charged (at most `memory`)."""
+        return self.inodes.bytes + self.entries.bytes + self.parents.bytes + self.extents.bytes
 
     def get_inode(self, ino: int) -> Inode | _Missing | None:
         """The cached inode, None if known not to exist, or MISSING."""
@@ -145,9 +208,12 @@ class NamespaceCache:
     def mark_complete(self, directory: int, count: int = 0) -> None:
         """Record that every entry of `directory` (new and empty, unless `count` says
         how many it has or that it is UNCOUNTED) is cached."""
-        self._complete[directory] = count
-        if len(self._complete) > self._complete_limit:
-            del self._complete[next(iter(self._complete))]
+        complete = self._complete
+        complete[directory] = count
+        if len(complete) > self._complete_limit:
+            # The oldest eighth in one pass (see `_Table._evict`).
+            for old in list(itertools.islice(complete, self._complete_limit // 8 + 1)):
+                del complete[old]
 
     def begin_load(self, directory: int) -> None:
         """Start reading `directory` whole, a page at a time (`fill_loaded`). Entries

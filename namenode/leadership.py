@@ -194,8 +194,12 @@ class Leadership:
     async def _renew(self) -> None:
         failing = False
         while not self.deposed:
+            due = time.monotonic() + self.renew_interval
             await asyncio.sleep(self.renew_interval)
             sent = time.monotonic()
+            if sent - due > self.renew_interval:
+                log.warning("a lease renewal started %.2f s late: this process was busy",
+                            sent - due)  # fmt: skip
             try:
                 renewal = await self._leases.renew(self.term, self.lease_ttl)
             except Exception as exc:  # renewals go on whatever one runs into
@@ -214,6 +218,13 @@ class Leadership:
                 return
             self._server_started = renewal.server_started
             self._valid_until = sent + self.lease_ttl * VALID_SHARE
+            took = time.monotonic() - sent
+            if took > self.renew_interval:
+                log.warning(
+                    "a lease renewal took %.2f s (PostgreSQL slow to commit, or this "
+                    "process busy); serving stops when one takes %.1f s",
+                    took, self.lease_ttl * VALID_SHARE - self.renew_interval,
+                )  # fmt: skip
             if failing:
                 log.info("lease renewed again, term %d", self.term)
                 failing = False

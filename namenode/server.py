@@ -156,6 +156,8 @@ def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
         "pfs_namenode_cache_entry_misses_total": ("Entry cache misses", cache.entries.misses),
         "pfs_namenode_cached_inodes": ("Inodes in the cache", len(cache.inodes)),
         "pfs_namenode_cached_entries": ("Entries in the cache", len(cache.entries)),
+        "pfs_namenode_cache_bytes": ("Bytes the cache's items are charged", cache.charged()),
+        "pfs_namenode_cache_limit_bytes": ("The cache's memory bound", cache.memory),
         "pfs_namenode_files": ("Files", fs.files),
         "pfs_namenode_directories": ("Directories", fs.directories),
         "pfs_datanodes_live": ("Live datanodes", fs.live_datanodes),
@@ -184,6 +186,11 @@ def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
         "pfs_replicas_dropped_total": (
             "Surplus, lost, corrupt or drained replicas dropped",
             copies.replicas_dropped,
+        ),
+        "pfs_replication_scans_total": ("Full passes over every block group", copies.scans),
+        "pfs_replication_last_scan_seconds": (
+            "How long the last full pass took",
+            copies.last_scan_seconds,
         ),
     }
 

@@ -12,6 +12,7 @@ from pydantic_settings import SettingsConfigDict
 
 from plasmafs.core.errors import PlasmaError
 from plasmafs.core.runtime.daemon import DaemonSettings
+from plasmafs.core.sizes import parse_size
 from plasmafs.core.tls import ServerTLS
 from plasmafs.core.value_checks import check_address
 
@@ -36,14 +37,19 @@ class NamenodeSettings(DaemonSettings):
         default=None, description="write the bound address here once serving"
     )
     read_pool_size: int = Field(default=4, ge=1, le=64)
-    cache_inodes: int = Field(default=1_000_000, ge=16)
-    cache_entries: int = Field(default=1_000_000, ge=16)
+    cache_size: int = Field(
+        default=512 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of memory the inode and entry cache may use, however large the "
+        "namespace (e.g. 512M, 4G): about 1 KiB per file cached with its entry, plus small "
+        "files' content",
+    )
     directory_load_limit: int = Field(
         default=100_000,
         ge=0,
         description="a directory of at most this many entries that keeps missing the "
         "cache is read whole, so that lookups and creates in it need no query (0: never; "
-        "at most a quarter of cache_entries is used)",
+        "at most a quarter of what the cache holds is used)",
     )
     max_group: int = Field(default=512, ge=1, le=10_000)
     commit_lanes: int = Field(default=1, ge=1, le=16)
@@ -112,6 +118,11 @@ class NamenodeSettings(DaemonSettings):
     )
     grace_seconds: float = Field(default=5.0, ge=0)
     log_level: str = Field(default="INFO")
+
+    @field_validator("cache_size", mode="before")
+    @classmethod
+    def _sizes(cls, value: str | int) -> int:
+        return parse_size(value)
 
     @field_validator("listen", "registry_listen")
     @classmethod

@@ -80,7 +80,7 @@ async def open_namespace(
     )
     if blocksize != settings.default_blocksize:
         log.warning("the cluster's blocksize is %d; default_blocksize is ignored", blocksize)
-    cache = NamespaceCache(settings.cache_inodes, settings.cache_entries)
+    cache = NamespaceCache(settings.cache_size)
     allocator = Allocator()
     registry = DatanodeRegistry(
         store,
@@ -118,7 +118,7 @@ async def open_namespace(
     transactions = Transactions(LockManager(), committer, data, leadership)
     leases = LeaseTable(settings.lease_recall_timeout)
     # One directory read whole must not push most of the cache out.
-    load_limit = min(settings.directory_load_limit, settings.cache_entries // 4)
+    load_limit = min(settings.directory_load_limit, cache.entry_capacity // 4)
     reader = CoalescingReader(store, cache, settings.read_pool_size, load_limit)
     view = View(store, cache, reader, leases)
     inode_numbers = InodeNumbers(store)

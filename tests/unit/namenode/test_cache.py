@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.namenode.cache import MISSING, NamespaceCache
-from plasmafs.namenode.inode_records import Inode
+from plasmafs.namenode.inode_records import ExtentRow, Inode
 from plasmafs.namenode.store import ListedEntry
 
 
@@ -13,7 +15,7 @@ def _inode(ino: int, version: int = 1) -> Inode:
 
 
 def test_a_fill_that_read_before_a_commit_is_refused() -> None:
-    cache = NamespaceCache(64, 64)
+    cache = NamespaceCache(64 * 1024)
     read_epoch = cache.epoch  # a read of ino 5 starts...
     epoch = cache.begin_commit()  # ...a commit writes ino 5 meanwhile...
     cache.commit_inode(5, _inode(5, 2), epoch)
@@ -22,7 +24,7 @@ def test_a_fill_that_read_before_a_commit_is_refused() -> None:
 
 
 def test_eviction_raises_the_floor_for_fills() -> None:
-    cache = NamespaceCache(16, 16)
+    cache = NamespaceCache(16 * 1024)
     read_epoch = cache.epoch
     for ino in range(40):
         cache.commit_inode(ino, _inode(ino), cache.begin_commit())
@@ -32,7 +34,7 @@ def test_eviction_raises_the_floor_for_fills() -> None:
 
 
 def test_a_complete_directory_answers_absent_names_until_an_entry_is_evicted() -> None:
-    cache = NamespaceCache(16, 16)
+    cache = NamespaceCache(16 * 1024)
     cache.mark_complete(7)
     assert cache.get_entry(7, "nope") is None
     for k in range(40):
@@ -41,7 +43,7 @@ def test_a_complete_directory_answers_absent_names_until_an_entry_is_evicted() -
 
 
 def test_a_complete_directory_counts_its_entries_until_one_is_evicted() -> None:
-    cache = NamespaceCache(16, 16)
+    cache = NamespaceCache(16 * 1024)
     cache.mark_complete(7)
     assert cache.entries_left(7, set()) == 0
     cache.commit_entry(7, "a", 100, cache.begin_commit(), created=True)
@@ -62,14 +64,14 @@ def test_a_complete_directory_counts_its_entries_until_one_is_evicted() -> None:
 
 
 def test_a_newer_version_is_not_replaced_by_an_older_touch() -> None:
-    cache = NamespaceCache(16, 16)
+    cache = NamespaceCache(16 * 1024)
     cache.commit_inode(3, _inode(3, 5), cache.begin_commit())
     cache.commit_newer_inode(_inode(3, 4), cache.begin_commit())
     assert cache.get_inode(3) == _inode(3, 5)
 
 
 def test_invalidate_all_forgets_and_refuses_older_fills() -> None:
-    cache = NamespaceCache(16, 16)
+    cache = NamespaceCache(16 * 1024)
     cache.commit_inode(1, _inode(1), cache.begin_commit())
     read_epoch = cache.epoch
     cache.invalidate_all()
@@ -79,7 +81,7 @@ def test_invalidate_all_forgets_and_refuses_older_fills() -> None:
 
 
 def test_parents_follow_entries_read_and_committed() -> None:
-    cache = NamespaceCache(64, 64)
+    cache = NamespaceCache(64 * 1024)
     read_epoch = cache.epoch
     cache.fill_entry(1, "a", 10, read_epoch)  # a lookup learns 10's parent
     assert cache.parents.get(10) == 1
@@ -99,7 +101,7 @@ def _directory(ino: int, mode: int = 0o755, uid: int = 0, version: int = 1) -> I
 
 
 def test_the_search_epoch_counts_what_may_change_who_searches_where() -> None:
-    cache = NamespaceCache(64, 64)
+    cache = NamespaceCache(64 * 1024)
 
     def bumps(change: object) -> int:
         before = cache.search_epoch
@@ -138,7 +140,7 @@ def _listed(*names: str) -> list[ListedEntry]:
 
 
 def test_a_directory_read_whole_answers_absent_names_and_is_not_counted() -> None:
-    cache = NamespaceCache(64, 64)
+    cache = NamespaceCache(64 * 1024)
     cache.begin_load(7)
     epoch = cache.epoch
     # A commit while the read runs: its entries are newer than what the read found.
@@ -157,7 +159,7 @@ def test_a_directory_read_whole_answers_absent_names_and_is_not_counted() -> Non
 
 
 def test_a_directory_read_whole_is_not_complete_when_an_entry_went_meanwhile() -> None:
-    cache = NamespaceCache(16, 16)
+    cache = NamespaceCache(16 * 1024)
     cache.begin_load(7)
     epoch = cache.epoch
     cache.commit_entry(7, "new", 300, cache.begin_commit())
@@ -169,10 +171,33 @@ def test_a_directory_read_whole_is_not_complete_when_an_entry_went_meanwhile() -
 
 
 def test_a_directory_read_whole_is_not_complete_after_invalidate_all() -> None:
-    cache = NamespaceCache(64, 64)
+    cache = NamespaceCache(64 * 1024)
     cache.begin_load(7)
     epoch = cache.epoch
     cache.invalidate_all()
     assert not cache.fill_loaded(7, _listed("a"), epoch)
     assert not cache.finish_load(7)
     assert cache.get_entry(7, "nope") is MISSING
+
+
+def test_the_cache_stays_within_its_memory_bound() -> None:
+    """What the cache charges for its items is what they take in the heap (within an
+    eighth), so `cache_size` bounds the namenode's memory however many names it sees."""
+    memory = 4 * 1024 * 1024
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache = NamespaceCache(memory)
+        for ino in range(1 << 40, (1 << 40) + 60_000):
+            epoch = cache.begin_commit()
+            attr = Attr(ino, FileKind.FILE, 0o644, 1000, 1000, ino, ino, ino, 1, 1, 65536, ino)
+            data = b"x" * (ino % 300)  # small files' content counts too
+            cache.commit_inode(ino, Inode(attr, data=data), epoch, created=True)
+            cache.commit_entry(ino // 1000, f"name-{ino}", ino, epoch, created=True)
+            cache.extents.put(ino, (ExtentRow(0, 1, 1, ino, 1),), epoch)
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert cache.charged() <= memory
+    assert len(cache.entries) < 60_000  # it did evict
+    assert used <= memory * 9 // 8, (used, cache.charged())
