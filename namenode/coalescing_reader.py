@@ -88,17 +88,23 @@ class CoalescingReader:
         self._inodes: _Batcher[int, Inode] = _Batcher(
             store.get_inodes, cache.fill_inode, cache, slots
         )
-        self._entries: _Batcher[tuple[int, str], int] = _Batcher(
-            store.get_entries,
-            lambda key, ino, epoch: cache.fill_entry(key[0], key[1], ino, epoch),
-            cache,
-            slots,
+        self._entries: _Batcher[tuple[int, str], Inode] = _Batcher(
+            store.get_entries, self._fill_entry, cache, slots
         )
+        self._cache = cache
 
     def inode(self, ino: int) -> asyncio.Future[Inode | None]:
         """The committed inode `ino` (None if absent); fills the cache."""
         return self._inodes.get(ino)
 
-    def entry(self, parent: int, name: str) -> asyncio.Future[int | None]:
-        """The committed entry's inode number (None if absent); fills the cache."""
-        return self._entries.get((parent, name))
+    async def entry(self, parent: int, name: str) -> int | None:
+        """The committed entry's inode number (None if absent); fills the cache with the
+        entry and its inode."""
+        inode = await self._entries.get((parent, name))
+        return None if inode is None else inode.ino
+
+    def _fill_entry(self, key: tuple[int, str], inode: Inode | None, epoch: int) -> None:
+        cache = self._cache
+        cache.fill_entry(key[0], key[1], None if inode is None else inode.ino, epoch)
+        if inode is not None:
+            cache.fill_inode(inode.ino, inode, epoch)

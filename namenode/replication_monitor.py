@@ -66,6 +66,8 @@ class ReplicationStats:
     copies_discarded: int = 0
     bytes_copied: int = 0
     replicas_dropped: int = 0
+    scans: int = 0  # full passes over every block group
+    last_scan_seconds: float = 0.0
 
 
 class ReplicationMonitor:
@@ -191,7 +193,10 @@ class ReplicationMonitor:
 
     async def scan_all(self) -> None:
         """Check every group that may need work (a full pass)."""
+        started = time.monotonic()
         found = await unhealthy_groups(self.replicas, self.health)
+        self.stats.scans += 1
+        self.stats.last_scan_seconds = time.monotonic() - started
         self.tracked = found
         self._tracked_files = Counter(key[0] for key in found)
         self.queues = [{} for _ in range(CLEANUP + 1)]

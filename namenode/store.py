@@ -24,6 +24,9 @@ INODE_COLUMNS = (
     "version, target, data"
 )
 
+# Every column of an inode, as a join (table alias i) reads it.
+JOINED_INODE_COLUMNS = ", ".join("i." + c.strip() for c in INODE_COLUMNS.split(","))
+
 # An inode as listings carry it (table alias i): attributes only, never a small file's
 # content (a page could hold thousands of them); such inodes are not cached.
 LISTED_COLUMNS = ", ".join(
@@ -214,18 +217,20 @@ class Store:
             )
         return {r["ino"]: inode_from_row(r) for r in rows}
 
-    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
-        """The committed entries among (parent, name) `keys`, mapped to inode numbers."""
+    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], Inode]:
+        """The committed entries among (parent, name) `keys`, each with its inode (a
+        lookup of a name wants its attributes next: one round trip, not two)."""
         async with self._read() as conn:
             rows = await conn.fetch(
-                """SELECT e.parent, e.name, e.ino
+                f"""SELECT e.parent, e.name, {JOINED_INODE_COLUMNS}
                    FROM unnest($1::bigint[], $2::text[]) AS k(parent, name)
                    JOIN entries e ON e.parent = k.parent AND e.name = k.name COLLATE "C"
+                   JOIN inodes i ON i.ino = e.ino
                 """,
                 [k[0] for k in keys],
                 [k[1] for k in keys],
             )
-        return {(r["parent"], r["name"]): r["ino"] for r in rows}
+        return {(r["parent"], r["name"]): inode_from_row(r) for r in rows}
 
     async def get_parent(self, ino: int) -> int | None:
         """The committed parent directory of directory `ino`, or None."""

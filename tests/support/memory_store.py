@@ -161,9 +161,9 @@ class MemoryStore:
         """The committed inodes among `inos`."""
         return {ino: self.inodes[ino] for ino in inos if ino in self.inodes}
 
-    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
-        """The committed entries among `keys`."""
-        return {k: self.entries[k] for k in keys if k in self.entries}
+    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], Inode]:
+        """The committed entries among `keys`, with their inodes."""
+        return {k: self.inodes[self.entries[k]] for k in keys if k in self.entries}
 
     async def get_parent(self, ino: int) -> int | None:
         """The directory holding an entry of `ino`, or None."""

@@ -12,6 +12,7 @@ import pytest
 from plasmafs.core.errors import NotEmptyError, NotFoundError
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.directory_loads import ENTRIES_PER_MISS, PAGE
+from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.store import ListedEntry
 from tests.support.memory_store import MemoryStore
@@ -28,7 +29,7 @@ class CountingStore(MemoryStore):
         self.keys_read: list[tuple[int, str]] = []
         self.listings: list[int] = []
 
-    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    async def get_entries(self, keys: list[tuple[int, str]]) -> dict[tuple[int, str], Inode]:
         self.keys_read.extend(keys)
         return await super().get_entries(keys)
 
