@@ -11,14 +11,18 @@ import pytest
 
 from plasmafs.core.errors import NotEmptyError, NotFoundError
 from plasmafs.namenode.addressing import Place
-from plasmafs.namenode.directory_loads import ENTRIES_PER_MISS, PAGE
+from plasmafs.namenode.directory_loads import ENTRIES_PER_MISS, FIRST_PAGE, PAGE
 from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.store import ListedEntry
 from tests.support.memory_store import MemoryStore
 from tests.support.namespace_parts import Opened, opened_namespace
 
-MISSES_PER_PAGE = PAGE // ENTRIES_PER_MISS
+
+def misses_for(pages: int) -> int:
+    """Misses that pay for a directory's first `pages` pages (each twice the last, from
+    FIRST_PAGE up to PAGE entries)."""
+    return sum(min(FIRST_PAGE << k, PAGE) for k in range(pages)) // ENTRIES_PER_MISS
 
 
 class CountingStore(MemoryStore):
@@ -76,7 +80,7 @@ async def test_creates_in_a_directory_made_before_stop_querying_after_a_few(
         for k in range(20, 40):
             await create(ns, f"/d/f{k}")
         asked = [key for key in store.keys_read if key[0] == d]
-        assert len(asked) == MISSES_PER_PAGE - 1  # then the directory was read whole
+        assert len(asked) == misses_for(1) - 1  # then the directory was read whole
         assert store.listings.count(d) == 1
         for k in range(40):  # every name, old and new, from the cache
             await lookup(ns, f"/d/f{k}")
@@ -96,14 +100,15 @@ async def test_a_directory_of_several_pages_is_read_as_misses_pay_for_them(
         d = await lookup(ns, "/pages")
         count = PAGE * 5 // 2
         k = count
-        while store.listings.count(d) < 3:
+        while not await _complete(ns, store, f"/pages/absent-{k}"):
             await create(ns, f"/pages/f{k}")
             k += 1
-        # Each page was paid for by MISSES_PER_PAGE misses, the last one read by name
-        # too while the directory was incomplete; the third page completed it.
-        assert k - count == 3 * MISSES_PER_PAGE
-        asked = [key for key in store.keys_read if key[0] == d]
-        assert len(asked) == 3 * MISSES_PER_PAGE - 1
+        # Each page was paid for by its misses, the last one read by name too while the
+        # directory was incomplete; the last, short page completed it.
+        pages = store.listings.count(d)
+        assert sum(min(FIRST_PAGE << n, PAGE) for n in range(pages - 1)) < k
+        asked = [key for key in store.keys_read if key[0] == d]  # probes are misses too
+        assert len(asked) == misses_for(pages) - 1
         for n in range(k, k + 50):
             await create(ns, f"/pages/f{n}")
         for n in range(0, k + 50, 97):
@@ -111,7 +116,15 @@ async def test_a_directory_of_several_pages_is_read_as_misses_pay_for_them(
         with pytest.raises(NotFoundError):
             await lookup(ns, "/pages/nothing")
         assert [key for key in store.keys_read if key[0] == d] == asked
-        assert store.listings.count(d) == 3
+        assert store.listings.count(d) == pages
+
+
+async def _complete(ns: Opened, store: CountingStore, absent: str) -> bool:
+    """True once the name `absent` is known absent with no query."""
+    before = len(store.keys_read)
+    with pytest.raises(NotFoundError):
+        await lookup(ns, absent)
+    return len(store.keys_read) == before
 
 
 async def test_a_directory_larger_than_the_limit_is_read_by_name(
