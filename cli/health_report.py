@@ -123,7 +123,10 @@ def datanode_state(d: DatanodeStatus) -> str:
     return d.state.label
 
 
-DATANODE_HEADER = ("ID", "ADDRESS", "STATE", "CAPACITY", "USED", "BLOCKS", "HEARTBEAT", "COPIES")
+DATANODE_HEADER = (
+    "ID", "ADDRESS", "LOCATION", "STATE", "CAPACITY", "USED", "USE%", "BLOCKS", "HEARTBEAT",
+    "COPIES",
+)  # fmt: skip
 
 
 NAMENODE_HEADER = ("ADDRESS", "ROLE", "TERM", "ACTIVE SINCE")
@@ -152,16 +155,18 @@ def datanode_table(datanodes: list[DatanodeStatus]) -> str:
         (
             str(d.datanode_id),
             d.address,
+            d.location,
             datanode_state(d),
             human_bytes(d.capacity_bytes),
             human_bytes(d.used_bytes),
+            f"{100 * d.used_fraction:.1f}%",
             str(d.replica_blocks),
             heartbeat_age(d.last_heartbeat_age),
             f"{d.queued_copies}/{d.running_copies}",
         )
         for d in datanodes
     ]
-    return table(rows, right=frozenset({0, 3, 4, 5, 7}))
+    return table(rows, right=frozenset({0, 4, 5, 6, 7, 9}))
 
 
 def datanode_line(d: DatanodeStatus) -> str:

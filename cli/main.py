@@ -201,9 +201,21 @@ def build_parser() -> argparse.ArgumentParser:
     certificates.add_parsers(actions)
     sub.add_parser("whoami", help="the user this credential acts as: name, uid, groups")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
-    p.add_argument("action", choices=["up", "down", "status", "stop-datanode", "start-datanode"])
+    p.add_argument(
+        "action",
+        choices=["up", "down", "status", "stop-datanode", "start-datanode", "add-datanode"],
+    )
     p.add_argument("number", nargs="?", metavar="N", help="datanode (stop-/start-datanode; 1..)")
     p.add_argument("--datanodes", type=int, help="datanodes to run (up; default 2)")
+    p.add_argument(
+        "--racks",
+        type=int,
+        help="spread the datanodes over R racks, round robin (up; default 1)",
+    )
+    p.add_argument(
+        "--location",
+        help="the new datanode's rack or zone (add-datanode; default: the next rack)",
+    )
     p.add_argument(
         "--namenodes",
         type=int,

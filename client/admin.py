@@ -21,6 +21,7 @@ from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import service_error
+from plasmafs.core.value_checks import DEFAULT_LOCATION
 
 CALL_TIMEOUT = 60.0  # seconds for a unary admin call
 
@@ -54,6 +55,12 @@ class DatanodeStatus:
     last_heartbeat_age: float | None  # seconds; None: no heartbeat since the namenode started
     queued_copies: int  # copy tasks waiting for it as target
     running_copies: int  # copy tasks it is running
+    location: str = DEFAULT_LOCATION  # its rack or zone
+
+    @property
+    def used_fraction(self) -> float:
+        """Used bytes over capacity (0 for a datanode without capacity)."""
+        return self.used_bytes / self.capacity_bytes if self.capacity_bytes else 0.0
 
     @classmethod
     def from_wire(cls, d: pb.DatanodeInfo) -> DatanodeStatus:
@@ -70,6 +77,7 @@ class DatanodeStatus:
             None if d.last_heartbeat_age < 0 else d.last_heartbeat_age,
             d.queued_copies,
             d.running_copies,
+            d.location or DEFAULT_LOCATION,
         )
 
 

@@ -1,6 +1,7 @@
 """Checks of the values every process shares, written once: blocksizes, permission
-modes, replication factors and host:port addresses. Each raises InvalidArgumentError
-(ConfigError for addresses, which come from configuration)."""
+modes, replication factors, host:port addresses and datanodes' location labels. Each
+raises InvalidArgumentError (ConfigError for addresses and locations, which come from
+configuration)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ MIN_BLOCKSIZE = 64 * 1024
 MAX_BLOCKSIZE = 64 * 1024 * 1024
 MAX_REPLICATION = 32
 ALL_MODE_BITS = 0o7777
+DEFAULT_LOCATION = "/default-rack"  # a datanode's location unless told (HDFS's name)
+MAX_LOCATION = 255
 
 
 def check_blocksize(blocksize: int) -> int:
@@ -47,3 +50,20 @@ def check_address(address: str, what: str = "address", *, any_port: bool = False
     ):
         raise ConfigError(f"{what} must be host:port, got {address!r}")
     return address
+
+
+def check_location(location: str) -> str:
+    """A datanode's rack or zone label ("" means the default): printable, no spaces, at
+    most MAX_LOCATION characters. ConfigError otherwise."""
+    if not location:
+        return DEFAULT_LOCATION
+    if (
+        len(location) > MAX_LOCATION
+        or not location.isprintable()
+        or any(c.isspace() for c in location)
+    ):
+        raise ConfigError(
+            f"not a location label: {location!r} (a rack or zone name such as /dc1/rack7, "
+            f"printable, no spaces, at most {MAX_LOCATION} characters)"
+        )
+    return location

@@ -117,6 +117,7 @@ class NamenodeLink:
             plaintext=self.settings.tls_cert is None or not self.settings.data_tls,
             newest_term=self.registration.term,
             newest_term_holder=self.registration.holder,
+            location=self.settings.location,
         )
         loop = asyncio.get_running_loop()
         limit = self.settings.register_timeout if timeout is None else timeout

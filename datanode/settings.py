@@ -13,7 +13,12 @@ from plasmafs.core.errors import PlasmaError
 from plasmafs.core.host_identity import host_identity
 from plasmafs.core.runtime.daemon import DaemonSettings
 from plasmafs.core.sizes import parse_size
-from plasmafs.core.value_checks import check_address, check_blocksize
+from plasmafs.core.value_checks import (
+    DEFAULT_LOCATION,
+    check_address,
+    check_blocksize,
+    check_location,
+)
 
 
 class DatanodeSettings(DaemonSettings):
@@ -33,6 +38,11 @@ class DatanodeSettings(DaemonSettings):
         "ticket can be replayed until it expires)",
     )
     advertise: str | None = Field(default=None, description="host:port clients use")
+    location: str = Field(
+        default=DEFAULT_LOCATION,
+        description="the rack or zone this datanode is in (e.g. /dc1/rack7): replicas of "
+        "a block go to distinct locations when there are enough",
+    )
     namenode: str = Field(
         default="127.0.0.1:7531",
         description="the namenode's registry address (its registry_listen), host:port; "
@@ -90,6 +100,14 @@ class DatanodeSettings(DaemonSettings):
     @classmethod
     def _sizes(cls, value: str | int) -> int:
         return parse_size(value)
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        try:
+            return check_location(value)
+        except PlasmaError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("namenode")
     @classmethod

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from plasmafs.client.config import write_client_config
 from plasmafs.core.errors import ConfigError, InvalidArgumentError, StorageError
+from plasmafs.core.value_checks import DEFAULT_LOCATION, check_location
 from plasmafs.local.pki import create_authority, issue_certificate, load_authority
 from plasmafs.local.postgres import (
     create_database,
@@ -290,11 +291,13 @@ def up(
     capacity: int | None = None,
     blocksize: int | None = None,
     namenodes: int | None = None,
+    racks: int | None = None,
 ) -> tuple[ClusterState, bool]:
     """Start what is not running; return the state and whether anything was started.
 
     Unset sizes and counts are those the cluster in `home` was made with (defaults: 2
-    datanodes of 2 GiB, blocksize 1 MiB, 1 namenode).
+    datanodes of 2 GiB, blocksize 1 MiB, 1 namenode, 1 rack). With `racks` R > 1,
+    datanode k is in location /rackN, N = (k - 1) mod R + 1 (round robin).
     """
     home.mkdir(parents=True, exist_ok=True)
     state = load_state(home)
@@ -306,6 +309,9 @@ def up(
     namenodes = namenodes if namenodes is not None else int(shape.get("namenodes", 1))
     if namenodes < 1:
         raise InvalidArgumentError("--namenodes must be >= 1")
+    racks = racks if racks is not None else int(shape.get("racks", 1))
+    if racks < 1:
+        raise InvalidArgumentError("--racks must be >= 1")
     nn_alive = (
         state is not None
         and process_alive(state.namenode_pid, "plasmafs.namenode")
@@ -323,6 +329,10 @@ def up(
         and nn_alive
         and dn_alive
         and len(state.datanodes) >= datanodes
+        and all(
+            d.get("location", DEFAULT_LOCATION) == rack_of(k, racks)
+            for k, d in enumerate(state.datanodes, 1)
+        )
         and (not state.embedded_postgres or postgres_running(home / "postgres"))
     ):
         return state, False
@@ -379,13 +389,14 @@ def up(
         for k in range(datanodes):
             directory = home / f"datanode-{k + 1}"
             existed = directory.exists()
+            location = rack_of(k + 1, racks)
             try:
                 dn_pid, dn_address = start_datanode_process(
                     directory,
                     state.registry_addresses,
                     capacity,
                     blocksize,
-                    extra_env=daemon_tls_env(home, "datanode", f"datanode-{k + 1}"),
+                    extra_env=_datanode_env(home, k + 1, location),
                 )
             except StorageError as exc:
                 if not existed:
@@ -394,7 +405,10 @@ def up(
                     f"{exc}; if its volume has another size, run `pfs local up` with the "
                     f"--capacity and --blocksize it was made with, {_start_afresh(home)}"
                 ) from exc
-            state.datanodes.append({"pid": dn_pid, "address": dn_address, "dir": str(directory)})
+            state.datanodes.append(
+                {"pid": dn_pid, "address": dn_address, "dir": str(directory),
+                 "location": location}
+            )  # fmt: skip
     except BaseException:
         _stop_daemons(state)  # no half-started cluster left running behind the error
         raise
@@ -403,11 +417,23 @@ def up(
     _save_shape(
         home,
         {"datanodes": datanodes, "capacity": capacity, "blocksize": blocksize,
-         "namenodes": namenodes},
+         "namenodes": namenodes, "racks": racks},
     )  # fmt: skip
     _save_state(home, state)
     write_client_config(home, state.namenode_addresses, cluster_ca(home), token_file)
     return state, True
+
+
+def rack_of(number: int, racks: int) -> str:
+    """The location of local datanode `number` (1-based) among `racks` racks."""
+    return DEFAULT_LOCATION if racks <= 1 else f"/rack{(number - 1) % racks + 1}"
+
+
+def _datanode_env(home: Path, number: int, location: str) -> dict[str, str]:
+    return {
+        **daemon_tls_env(home, "datanode", f"datanode-{number}"),
+        "PFS_DATANODE_LOCATION": location,
+    }
 
 
 def _namenode_pids(state: ClusterState) -> list[int]:
@@ -538,14 +564,42 @@ def start_datanode(home: Path, number: int) -> dict[str, object]:
         raise InvalidArgumentError(f"datanode {number} is already running (pid {datanode['pid']})")
     pid, address = start_datanode_process(
         Path(str(datanode["dir"])),
-        state.registry_address,
+        state.registry_addresses,
         state.datanode_capacity,
         state.blocksize,
-        extra_env=daemon_tls_env(home, "datanode", f"datanode-{number}"),
+        extra_env=_datanode_env(home, number, str(datanode.get("location", DEFAULT_LOCATION))),
     )
     datanode.update(pid=pid, address=address)
     _save_state(home, state)
     return datanode
+
+
+def add_datanode(home: Path, location: str | None = None) -> tuple[int, dict[str, object]]:
+    """Start one more datanode on a new, empty volume in the running cluster (in
+    `location`, default the next rack in round robin); its number and record."""
+    state = load_state(home)
+    if state is None or not process_alive(state.namenode_pid, "plasmafs.namenode"):
+        raise ConfigError(f"no local cluster is running in {home}: run `pfs local up` first")
+    shape = _load_shape(home)
+    number = len(state.datanodes) + 1
+    place = check_location(location or rack_of(number, int(shape.get("racks", 1))))
+    directory = home / f"datanode-{number}"
+    if directory.exists():
+        raise ConfigError(f"{directory} exists already: remove it, or start a new cluster")
+    pid, address = start_datanode_process(
+        directory,
+        state.registry_addresses,
+        state.datanode_capacity,
+        state.blocksize,
+        extra_env=_datanode_env(home, number, place),
+    )
+    record: dict[str, object] = {
+        "pid": pid, "address": address, "dir": str(directory), "location": place,
+    }  # fmt: skip
+    state.datanodes.append(record)
+    _save_state(home, state)
+    _save_shape(home, {**shape, "datanodes": number})
+    return number, record
 
 
 def _running_pg_port(datadir: Path) -> int:

@@ -84,6 +84,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             last_heartbeat_age=registry.last_heartbeat_age(datanode),
             queued_copies=self.monitor.queued_for(datanode) if admin == NORMAL else 0,
             running_copies=self.monitor.running_on(datanode),
+            location=row.location,
         )
 
     async def ListDatanodes(
@@ -247,6 +248,7 @@ class AdminServicer(pb_grpc.AdminServicer):
                 block_count=g.group.block_count,
                 live=len(g.health.live),
                 under_replicated=g.health.counts.under_replicated,
+                mis_replicated=g.health.counts.misplaced,
                 missing=g.health.counts.missing,
                 corrupt=g.health.counts.corrupt,
             )

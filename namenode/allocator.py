@@ -3,8 +3,12 @@
 New data is placed in long contiguous runs (at least RUN blocks where space allows),
 alternating across datanodes run by run, each replica on a distinct datanode, and
 continuing right after the file's previous blocks on a datanode when that space is
-free (PlasmaFS's placement). Blocks released by a commit while read tickets for them
-may live are held back (in quarantine) until those tickets have expired.
+free (PlasmaFS's placement). Each run goes to the datanodes with the smallest used
+fraction, so that datanodes of any size fill alike, and its replicas to as many
+distinct locations (racks or zones) as there are: losing a whole rack loses no block
+with replication two or more while another rack has room. Blocks released by a
+commit while read tickets for them may live are held back (in quarantine) until those
+tickets have expired.
 
 The allocator is rebuilt at namenode start from what PostgreSQL says is in use
 (extents and quarantined ranges); a transaction's reservations live only here, so a
@@ -24,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from plasmafs.core.errors import NoSpaceError
+from plasmafs.core.value_checks import DEFAULT_LOCATION
 
 RUN = 128
 
@@ -108,6 +113,7 @@ class Allocator:
         self._capacity: dict[int, int] = {}
         self._quarantine: list[tuple[float, int, int, int]] = []  # (until, dn, start, count)
         self._reserved: dict[int, int] = {}
+        self._location: dict[int, str] = {}
         self._turn = 0
 
     def add_datanode(self, datanode: int, capacity: int, used: list[tuple[int, int]]) -> None:
@@ -124,9 +130,23 @@ class Allocator:
         self._capacity[datanode] = capacity
         self._reserved[datanode] = 0
 
+    def set_location(self, datanode: int, location: str) -> None:
+        """The rack or zone a datanode is in."""
+        self._location[datanode] = location
+
+    def location(self, datanode: int) -> str:
+        """The rack or zone a datanode is in."""
+        return self._location.get(datanode, DEFAULT_LOCATION)
+
+    def used_fraction(self, datanode: int) -> float:
+        """Its blocks not free (used, reserved or held back) over its capacity."""
+        capacity = self._capacity.get(datanode, 0)
+        return 1.0 - self._free[datanode].total / capacity if capacity else 1.0
+
     def remove_datanode(self, datanode: int) -> None:
         """Forget a datanode (its held blocks included)."""
         self._free.pop(datanode, None)
+        self._location.pop(datanode, None)
         self._capacity.pop(datanode, None)
         self._reserved.pop(datanode, None)
         self._quarantine = [q for q in self._quarantine if q[1] != datanode]
@@ -182,13 +202,11 @@ class Allocator:
         remaining = count
         try:
             while remaining:
-                # Runs go to the datanodes with the most free space, taking turns among
-                # equals: data alternates, and space stays balanced for later replicas.
+                # Runs go to the datanodes least used, taking turns among equals: data
+                # alternates, and space stays balanced for later replicas.
                 turn = self._turn % len(candidates)
-                order = sorted(
-                    candidates[turn:] + candidates[:turn], key=lambda d: -self._free[d].total
-                )
-                chosen = [d for d in order if self._free[d].total > 0][:replication]
+                order = sorted(candidates[turn:] + candidates[:turn], key=self.used_fraction)
+                chosen = self._spread([d for d in order if self._free[d].total > 0], replication)
                 if len(chosen) < replication:
                     raise NoSpaceError(
                         f"not enough free space for {count} blocks with replication {replication}"
@@ -209,6 +227,25 @@ class Allocator:
                     self.give_back(d, s, p.count)
             raise
         return placed
+
+    def _spread(self, order: list[int], replication: int) -> list[int]:
+        """`replication` datanodes from `order`, first each in a location not chosen yet,
+        then (when there are fewer locations) the next in order."""
+        chosen: list[int] = []
+        places: set[str] = set()
+        for d in order:
+            place = self.location(d)
+            if place not in places:
+                chosen.append(d)
+                places.add(place)
+                if len(chosen) == replication:
+                    return chosen
+        for d in order:
+            if d not in chosen:
+                chosen.append(d)
+                if len(chosen) == replication:
+                    break
+        return chosen
 
     def allocate_on(self, datanode: int, count: int, hint: int | None) -> int | None:
         """Reserve one contiguous run of `count` blocks on `datanode` (right after `hint`

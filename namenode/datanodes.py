@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 
 from plasmafs.core.errors import AuthenticationError, ConfigError, NotFoundError
+from plasmafs.core.value_checks import DEFAULT_LOCATION, check_location
 from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.store import DatanodeRow, Store
 
@@ -68,6 +69,7 @@ class DatanodeRegistry:
             self.allocator.add_datanode(
                 row.datanode_id, row.capacity_blocks, used.get(row.datanode_id, [])
             )
+            self.allocator.set_location(row.datanode_id, row.location)
         for datanode, start, count, until in await self.store.released_until():
             self.allocator.quarantine(datanode, start, count, until)
 
@@ -81,6 +83,7 @@ class DatanodeRegistry:
         local_socket: str = "",
         principal: str | None = None,
         plaintext: bool = False,
+        location: str = DEFAULT_LOCATION,
     ) -> DatanodeRow:
         """Admit a datanode (new, or known by its volume identity); AuthenticationError
         when the volume is bound to another principal than the caller's."""
@@ -98,9 +101,11 @@ class DatanodeRegistry:
             uuid.UUID(identity)
         except ValueError:
             raise ConfigError(f"not a volume identity: {identity!r}") from None
+        location = check_location(location)
         row = await self.store.register_datanode(
-            identity, host, address, blocksize, capacity, local_socket, principal, plaintext
-        )
+            identity, host, address, blocksize, capacity, local_socket, principal, plaintext,
+            location,
+        )  # fmt: skip
         if row is None:
             raise AuthenticationError(
                 f"volume {identity} is bound to another datanode's certificate; "
@@ -108,6 +113,7 @@ class DatanodeRegistry:
             )
         if not self.allocator.knows(row.datanode_id):
             self.allocator.add_datanode(row.datanode_id, capacity, [])
+        self.allocator.set_location(row.datanode_id, row.location)
         known = self._known.setdefault(row.datanode_id, _Known(row, time.monotonic()))
         # A datanode process registers when it starts (or when this namenode forgot it,
         # after it ended its copies): it runs no work unknown here, and it is live now.
@@ -208,6 +214,11 @@ class DatanodeRegistry:
         if known is None or not known.heard:
             return -1.0
         return time.monotonic() - known.last_seen
+
+    def location(self, datanode_id: int) -> str:
+        """The rack or zone a datanode is in."""
+        known = self._known.get(datanode_id)
+        return known.row.location if known is not None else DEFAULT_LOCATION
 
     def address(self, datanode_id: int) -> str:
         """Where clients reach a datanode."""

@@ -41,10 +41,11 @@ class CheckedFile:
 
     @property
     def problem(self) -> bool:
-        """Under-replicated, missing or corrupt blocks."""
+        """Under-replicated, mis-replicated (too few locations), missing or corrupt
+        blocks."""
         return any(
-            g.health.counts.under_replicated or g.health.counts.corrupt or g.health.counts.missing
-            for g in self.groups
+            c.under_replicated or c.misplaced or c.corrupt or c.missing
+            for c in (g.health.counts for g in self.groups)
         )
 
     @property
@@ -126,7 +127,6 @@ class Fsck:
                         f"{entry.path}: block groups at file blocks {before.file_index} and "
                         f"{after.file_index} overlap"
                     )
-                    totals.mis_replicated += after.block_count
             file = CheckedFile(entry, [])
             for group in groups:
                 health = self.health.assess(group.rows, group.replication, placeable)
@@ -135,6 +135,7 @@ class Fsck:
                 totals.blocks += n
                 totals.replica_blocks += n * len(health.live)
                 totals.under_replicated += n if health.counts.under_replicated else 0
+                totals.mis_replicated += n if health.counts.misplaced else 0
                 totals.missing += n if health.counts.missing else 0
                 totals.corrupt += n if health.counts.corrupt else 0
             totals.corrupt_files += 1 if file.corrupt else 0

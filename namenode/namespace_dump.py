@@ -58,7 +58,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         (
             "datanodes",
             "datanode_id identity host address local_socket blocksize "
-            "capacity_blocks registered_at admin_state principal plaintext",
+            "capacity_blocks registered_at admin_state principal plaintext location",
         ),
         (
             "inodes",
@@ -296,9 +296,9 @@ async def _merge_datanodes(conn: asyncpg.Connection, result: LoadResult) -> None
     added = await conn.fetch(
         """INSERT INTO datanodes (identity, host, address, local_socket, blocksize,
                                   capacity_blocks, registered_at, admin_state, principal,
-                                  plaintext)
+                                  plaintext, location)
            SELECT identity, host, address, local_socket, blocksize, capacity_blocks,
-                  registered_at, admin_state, principal, plaintext
+                  registered_at, admin_state, principal, plaintext, location
            FROM dump_datanodes d
            WHERE NOT EXISTS (SELECT 1 FROM datanodes n WHERE n.identity = d.identity)
            RETURNING datanode_id, identity"""

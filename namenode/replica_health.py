@@ -3,7 +3,10 @@
 A replica is live when its datanode is live and in normal service and none of its
 blocks is known corrupt; otherwise it is suspect (its datanode missed heartbeats),
 lost (silent longer than `lost_after`), corrupt, or decommissioning. Only live
-replicas count in a file's actual replication. Corrupt ranges are kept here in memory
+replicas count in a file's actual replication. A group whose live replicas span fewer
+locations (racks or zones) than its replication and the cluster's locations allow is
+mis-replicated: one copy to a new location, then the surplus replica in a crowded one
+dropped, mends it. Corrupt ranges are kept here in memory
 (sorted per datanode) and in PostgreSQL's corrupt_blocks, which they are loaded from.
 """
 
@@ -19,7 +22,7 @@ from plasmafs.namenode.datanodes import NORMAL, DatanodeRegistry
 from plasmafs.namenode.inode_records import ExtentRow
 
 # Re-replication priorities, as HDFS's UnderReplicatedBlocks orders them.
-ONE_LIVE, VERY_UNDER, UNDER, CLEANUP = 0, 1, 2, 3
+ONE_LIVE, VERY_UNDER, UNDER, MISPLACED, CLEANUP = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,8 @@ class GroupCounts:
     sources: int  # rows a copy may be read from (live or draining)
     room: int  # datanodes that may take new data and hold no replica of the group
     corrupt: bool
+    spread_short: int = 0  # more locations its live replicas should span
+    fresh_room: int = 0  # of `room`, those in a location holding no live replica
 
     @property
     def missing(self) -> bool:
@@ -47,10 +52,19 @@ class GroupCounts:
         return self.live < self.replication
 
     @property
+    def misplaced(self) -> bool:
+        """Enough live replicas, in too few locations (HDFS's mis-replicated)."""
+        return self.spread_short > 0 and not self.under_replicated
+
+    @property
     def wanted(self) -> int:
         """Copies to make now: no copy replaces a suspect replica before it is lost (a
-        datanode's restart must not start a flood of copies)."""
-        return max(0, self.replication - self.live - self.suspect)
+        datanode's restart must not start a flood of copies); a misplaced group wants
+        one, to a new location, when there is one with room."""
+        missing = max(0, self.replication - self.live - self.suspect)
+        if not missing and self.misplaced and self.fresh_room and self.live == self.replication:
+            return 1
+        return missing
 
     @property
     def needs_cleanup(self) -> bool:
@@ -75,7 +89,7 @@ class GroupCounts:
                 return ONE_LIVE
             if self.live * 3 < self.replication:
                 return VERY_UNDER
-            return UNDER
+            return UNDER if self.under_replicated else MISPLACED
         if self.needs_cleanup:
             return CLEANUP
         return None
@@ -177,6 +191,8 @@ class ReplicaHealth:
                     sources.append(row)
                 elif state is ReplicaState.CORRUPT:
                     corrupt = True
+        room = placeable - holders
+        spread_short, fresh_room = self._spread(live, replication, placeable, room)
         counts = GroupCounts(
             block_count,
             replication,
@@ -184,10 +200,30 @@ class ReplicaHealth:
             suspect,
             len(droppable),
             len(sources),
-            len(placeable - holders),
+            len(room),
             corrupt,
+            spread_short,
+            fresh_room,
         )
         return GroupHealth(tuple(live), tuple(sources), tuple(droppable), counts, tuple(states))
+
+    def _spread(
+        self,
+        live: list[ExtentRow],
+        replication: int,
+        placeable: frozenset[int],
+        room: frozenset[int],
+    ) -> tuple[int, int]:
+        """How many more locations the live replicas should span (as many as the
+        replication, where the live and placeable datanodes' locations allow), and how
+        many datanodes with room are in a location holding none of them."""
+        if len(live) < 2 and replication < 2:
+            return 0, 0
+        where = self.registry.location
+        taken = {where(r.datanode_id) for r in live}
+        fresh = [d for d in room if where(d) not in taken]
+        places = len(taken) + len({where(d) for d in fresh})
+        return max(0, min(replication, places) - len(taken)), len(fresh)
 
     def datanode_sets(self) -> DatanodeSets:
         """The datanodes by what their replicas count as, now (for scans in SQL)."""

@@ -48,6 +48,21 @@ HAVING count(*) <> i.replication OR bool_or(x.datanode_id = ANY($1::integer[]))
 """
 
 
+# Files with a group whose replicas lie in fewer locations than they could: as many as
+# its replicas, its replication and the locations of live datanodes allow.
+_MISPLACED = """
+SELECT DISTINCT g.ino FROM (
+    SELECT x.ino
+    FROM extents x
+    JOIN unnest($1::integer[], $2::integer[]) AS l(datanode_id, place)
+      ON l.datanode_id = x.datanode_id
+    JOIN inodes i ON i.ino = x.ino
+    GROUP BY x.ino, x.file_index, i.replication
+    HAVING count(DISTINCT l.place) < least(count(*), i.replication, $3)
+) AS g
+"""
+
+
 def unpack_pattern(pattern: int) -> tuple[int, int, int, int, int, int, int]:
     """(block_count, replication, live, suspect, lost, draining, on_placeable) of a
     group_counts pattern."""
@@ -124,6 +139,18 @@ class ReplicaStore:
                 if not rows:
                     return
                 yield rows
+
+    async def misplaced_files(self, places: dict[int, str]) -> list[int]:
+        """Files with a group whose replicas on the live datanodes `places` (datanode ->
+        location) span fewer locations than its replicas and replication could."""
+        names = {place: k for k, place in enumerate(sorted(set(places.values())))}
+        if len(names) < 2:
+            return []
+        async with self.store.read_connection() as conn, conn.transaction(readonly=True):
+            rows = await conn.fetch(
+                _MISPLACED, list(places), [names[p] for p in places.values()], len(names)
+            )
+        return [r[0] for r in rows]
 
     async def groups_of(self, inos: Sequence[int]) -> list[BlockGroup]:
         """Every group of the files `inos`."""

@@ -42,7 +42,7 @@ from plasmafs.namenode.file_rules import FileRules
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_records import ExtentRow
 from plasmafs.namenode.leadership import Leadership
-from plasmafs.namenode.replica_health import CLEANUP, GroupCounts, ReplicaHealth
+from plasmafs.namenode.replica_health import CLEANUP, GroupCounts, GroupHealth, ReplicaHealth
 from plasmafs.namenode.replica_store import BlockGroup, ReplicaStore, unpack_pattern
 from plasmafs.namenode.transaction import Txn
 from plasmafs.namenode.view import View
@@ -408,6 +408,8 @@ class ReplicationMonitor:
         holders = {r.datanode_id for r in rows} | {j.target.datanode_id for j in underway}
         if datanode in holders:
             return None
+        if not self._well_placed(datanode, health, underway, holders, placeable, block_count):
+            return None
         sources = [r for r in health.sources if reading.get(r.datanode_id, 0) < self.streams]
         if not sources:
             return None
@@ -419,6 +421,30 @@ class ReplicationMonitor:
         self._next_task += 1
         target = ExtentRow(file_index, block_count, datanode, start, source.generation)
         return CopyJob(self._task_base + self._next_task, ino, source, target)
+
+    def _well_placed(
+        self,
+        datanode: int,
+        health: GroupHealth,
+        underway: list[CopyJob],
+        holders: set[int],
+        placeable: frozenset[int],
+        block_count: int,
+    ) -> bool:
+        """Whether a copy of the group may go to `datanode`: into a location holding no
+        live or coming replica, unless none with room is left (then anywhere, for a
+        group short of replicas; never, for one only misplaced)."""
+        where = self.registry.location
+        taken = {where(r.datanode_id) for r in health.live}
+        taken |= {where(j.target.datanode_id) for j in underway}
+        if where(datanode) not in taken:
+            return True
+        if health.counts.misplaced:
+            return False
+        free = self.data.allocator.free_blocks
+        return not any(
+            where(d) not in taken and free(d) >= block_count for d in placeable - holders
+        )
 
     # --- recording ----------------------------------------------------------------------------
 
@@ -460,14 +486,23 @@ class ReplicationMonitor:
         replication = inode.attr.replication
         health = self.health.assess(rows, replication, self._placeable())
         drop = list(health.droppable) if health.counts.needs_cleanup else []
-        surplus = len(health.live) - replication
-        if surplus > 0:
-            allocator = self.data.allocator
-            fullest = sorted(health.live, key=lambda r: allocator.free_blocks(r.datanode_id))
-            drop += fullest[:surplus]
+        drop += self._surplus(list(health.live), replication)
         if drop:
             await self.data.drop_replicas(txn, ino, drop, self._hold)
             self.stats.replicas_dropped += len(drop)
+
+    def _surplus(self, live: list[ExtentRow], replication: int) -> list[ExtentRow]:
+        """The live replicas beyond `replication` to drop: one at a time, from the
+        location holding the most of them, the fullest datanode there."""
+        where = self.registry.location
+        used = self.data.allocator.used_fraction
+        drop: list[ExtentRow] = []
+        while len(live) > replication:
+            crowd = Counter(where(r.datanode_id) for r in live)
+            victim = max(live, key=lambda r: (crowd[where(r.datanode_id)], used(r.datanode_id)))
+            live.remove(victim)
+            drop.append(victim)
+        return drop
 
     def _hold(self, datanode: int) -> bool:
         return not self.registry.alive(datanode)
@@ -516,17 +551,18 @@ async def unhealthy_groups(
     """Every group that is not healthy or has work to do. PostgreSQL returns the groups
     with a replica on a datanode that is not live and in service or that has corrupt
     blocks, or whose replica count differs from the file's replication, with their
-    replicas counted by state; groups touching corrupt blocks are looked at row by row."""
+    replicas counted by state; groups touching corrupt blocks, and those whose replicas
+    span too few locations (another query), are looked at row by row."""
     sets = health.datanode_sets()
     placeable = frozenset(sets.placeable)
     found: dict[GroupKey, GroupCounts] = {}
-    near_corrupt: set[int] = set()
+    row_by_row: set[int] = set()
     room = len(placeable)
     judged: dict[int, GroupCounts | None] = {}  # pattern -> its counts, if tracked
     async for batch in replicas.group_counts(sets):
         for ino, file_index, pattern, on_corrupt in batch:
             if on_corrupt:
-                near_corrupt.add(ino)
+                row_by_row.add(ino)
                 continue
             counts = judged.get(pattern, _UNSEEN)
             if counts is _UNSEEN:
@@ -538,7 +574,9 @@ async def unhealthy_groups(
                 counts = judged[pattern] = counts if counts.tracked else None
             if counts is not None:
                 found[(ino, file_index)] = counts
-    inos = sorted(near_corrupt)
+    where = health.registry.location
+    row_by_row.update(await replicas.misplaced_files({d: where(d) for d in sets.live}))
+    inos = sorted(row_by_row)
     for at in range(0, len(inos), CHECK_BATCH):
         for group in await replicas.groups_of(inos[at : at + CHECK_BATCH]):
             counts = health.assess(group.rows, group.replication, placeable).counts

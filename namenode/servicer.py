@@ -188,6 +188,7 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             request.local_socket,
             principal,
             request.plaintext,
+            request.location,
         )
         await self.lifecycle.returned(row.datanode_id)
         return pb.RegisterReply(

@@ -15,6 +15,7 @@ import asyncpg
 
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import NotActiveError, StorageError
+from plasmafs.core.value_checks import DEFAULT_LOCATION
 from plasmafs.namenode import pg_connect
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.inode_records import ExtentRow, Inode
@@ -78,6 +79,7 @@ class DatanodeRow:
     admin_state: int = 0  # 0 normal, 1 decommissioning, 2 decommissioned
     principal: str | None = None  # the certificate name the volume is bound to
     plaintext: bool = False  # its data port runs without TLS
+    location: str = DEFAULT_LOCATION  # its rack or zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +312,7 @@ class Store:
         local_socket: str,
         principal: str | None = None,
         plaintext: bool = False,
+        location: str = DEFAULT_LOCATION,
     ) -> DatanodeRow | None:
         """Insert a datanode, or update the addresses of a known identity; a volume is
         bound to the first principal that registers it. None when it is bound to another
@@ -318,12 +321,12 @@ class Store:
         async with self._read() as conn:
             row = await conn.fetchrow(
                 """INSERT INTO datanodes (identity, host, address, blocksize, capacity_blocks,
-                                          local_socket, principal, plaintext)
-                   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8)
+                                          local_socket, principal, plaintext, location)
+                   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9)
                    ON CONFLICT ON CONSTRAINT datanodes_identity_key DO UPDATE
                    SET host = EXCLUDED.host, address = EXCLUDED.address,
                        local_socket = EXCLUDED.local_socket,
-                       plaintext = EXCLUDED.plaintext,
+                       plaintext = EXCLUDED.plaintext, location = EXCLUDED.location,
                        principal = COALESCE(datanodes.principal, EXCLUDED.principal)
                    WHERE EXCLUDED.principal IS NULL OR datanodes.principal IS NULL
                       OR datanodes.principal = EXCLUDED.principal
@@ -336,6 +339,7 @@ class Store:
                 local_socket,
                 principal,
                 plaintext,
+                location,
             )
         return _datanode(row) if row is not None else None
 
@@ -509,6 +513,7 @@ def _datanode(row: asyncpg.Record) -> DatanodeRow:
         row["admin_state"],
         row["principal"],
         row["plaintext"],
+        row["location"],
     )
 
 

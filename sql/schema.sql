@@ -212,8 +212,10 @@ CREATE TABLE public.datanodes (
     admin_state smallint DEFAULT 0 NOT NULL,
     principal text,
     plaintext boolean DEFAULT false NOT NULL,
+    location text DEFAULT '/default-rack'::text NOT NULL,
     CONSTRAINT datanodes_admin_state_check CHECK ((admin_state = ANY (ARRAY[0, 1, 2]))),
     CONSTRAINT datanodes_capacity_check CHECK ((capacity_blocks > 0)),
+    CONSTRAINT datanodes_location_check CHECK (((location <> ''::text) AND (length(location) <= 255))),
     CONSTRAINT datanodes_principal_check CHECK ((principal <> ''::text))
 );
 

@@ -666,7 +666,7 @@ class PingReply(_message.Message):
     def __init__(self, version: _Optional[str] = ..., started_ns: _Optional[int] = ..., requests: _Optional[_Mapping[str, int]] = ..., term: _Optional[int] = ..., active_since_ns: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket", "plaintext", "newest_term", "newest_term_holder")
+    __slots__ = ("identity", "host", "address", "blocksize", "capacity_blocks", "local_socket", "plaintext", "newest_term", "newest_term_holder", "location")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -676,6 +676,7 @@ class RegisterRequest(_message.Message):
     PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
     NEWEST_TERM_FIELD_NUMBER: _ClassVar[int]
     NEWEST_TERM_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     identity: str
     host: str
     address: str
@@ -685,7 +686,8 @@ class RegisterRequest(_message.Message):
     plaintext: bool
     newest_term: int
     newest_term_holder: str
-    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ..., plaintext: _Optional[bool] = ..., newest_term: _Optional[int] = ..., newest_term_holder: _Optional[str] = ...) -> None: ...
+    location: str
+    def __init__(self, identity: _Optional[str] = ..., host: _Optional[str] = ..., address: _Optional[str] = ..., blocksize: _Optional[int] = ..., capacity_blocks: _Optional[int] = ..., local_socket: _Optional[str] = ..., plaintext: _Optional[bool] = ..., newest_term: _Optional[int] = ..., newest_term_holder: _Optional[str] = ..., location: _Optional[str] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("datanode_id", "ticket_secret", "heartbeat_ms", "term", "term_holder")
@@ -816,7 +818,7 @@ class BlockOwner(_message.Message):
     def __init__(self, ino: _Optional[int] = ..., generation: _Optional[int] = ..., file_index: _Optional[int] = ...) -> None: ...
 
 class DatanodeInfo(_message.Message):
-    __slots__ = ("datanode_id", "address", "host", "state", "alive", "capacity_bytes", "used_bytes", "replica_blocks", "last_heartbeat_age", "queued_copies", "running_copies")
+    __slots__ = ("datanode_id", "address", "host", "state", "alive", "capacity_bytes", "used_bytes", "replica_blocks", "last_heartbeat_age", "queued_copies", "running_copies", "location")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -828,6 +830,7 @@ class DatanodeInfo(_message.Message):
     LAST_HEARTBEAT_AGE_FIELD_NUMBER: _ClassVar[int]
     QUEUED_COPIES_FIELD_NUMBER: _ClassVar[int]
     RUNNING_COPIES_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     address: str
     host: str
@@ -839,7 +842,8 @@ class DatanodeInfo(_message.Message):
     last_heartbeat_age: float
     queued_copies: int
     running_copies: int
-    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., host: _Optional[str] = ..., state: _Optional[_Union[DatanodeState, str]] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., replica_blocks: _Optional[int] = ..., last_heartbeat_age: _Optional[float] = ..., queued_copies: _Optional[int] = ..., running_copies: _Optional[int] = ...) -> None: ...
+    location: str
+    def __init__(self, datanode_id: _Optional[int] = ..., address: _Optional[str] = ..., host: _Optional[str] = ..., state: _Optional[_Union[DatanodeState, str]] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., replica_blocks: _Optional[int] = ..., last_heartbeat_age: _Optional[float] = ..., queued_copies: _Optional[int] = ..., running_copies: _Optional[int] = ..., location: _Optional[str] = ...) -> None: ...
 
 class ListDatanodesRequest(_message.Message):
     __slots__ = ()

@@ -104,11 +104,12 @@ async def test_datanodes_are_listed_by_the_library_and_the_cli(
     table = healing.pfs("admin", "datanodes")
     assert_ok(table, None)
     assert table.lines[0].split() == [
-        "ID", "ADDRESS", "STATE", "CAPACITY", "USED", "BLOCKS", "HEARTBEAT", "COPIES"
+        "ID", "ADDRESS", "LOCATION", "STATE", "CAPACITY", "USED", "USE%", "BLOCKS", "HEARTBEAT",
+        "COPIES",
     ]  # fmt: skip
     rows = [line.split() for line in table.lines[1:]]
     assert [int(r[0]) for r in rows] == ids
-    assert all(r[2] == "live" and r[-1] == "0/0" for r in rows)
+    assert all(r[2] == "/default-rack" and r[3] == "live" and r[-1] == "0/0" for r in rows)
 
 
 async def _all_live(fs: Client, count: int) -> bool:

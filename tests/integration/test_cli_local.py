@@ -28,7 +28,8 @@ def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
         assert_ok(first, None)
         made = _shape(home)
         assert made == {
-            "datanodes": 1, "capacity": 64 * 1024**2, "blocksize": 1024**2, "namenodes": 1
+            "datanodes": 1, "capacity": 64 * 1024**2, "blocksize": 1024**2, "namenodes": 1,
+            "racks": 1,
         }  # fmt: skip
         assert_ok(run_pfs(env, "mkdir", "/kept"))
         assert_ok(run_pfs(env, "local", "down", timeout=120), None)
@@ -103,5 +104,47 @@ def test_a_local_cluster_with_a_standby_namenode_survives_the_active_ones_death(
         lines = status.out.splitlines()
         assert lines[0].endswith("standby") and lines[1].endswith("active"), status.out
         assert_ok(run_pfs(env, "ls", "/"), "after\nkept\n")
+    finally:
+        run_pfs(env, "local", "down", timeout=120)
+
+
+def test_racks_spread_a_local_clusters_datanodes_and_replicas(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = clean_env(home)
+    try:
+        up = run_pfs(env, "local", "up", "--datanodes", "2", "--racks", "2",
+                     "--capacity", "64M", timeout=120)  # fmt: skip
+        assert_ok(up, None)
+        assert "/rack1" in up.out and "/rack2" in up.out, up.out
+        listed = run_pfs(env, "admin", "datanodes")
+        assert_ok(listed, None)
+        assert sorted(line.split()[2] for line in listed.lines[1:]) == ["/rack1", "/rack2"]
+        data = tmp_path / "data"
+        data.write_bytes(os.urandom(3 * 1024 * 1024))
+        put = run_pfs(env, "put", "-rep", "2", str(data), "/f")
+        assert put.rc == 0, put
+        fsck = run_pfs(env, "fsck", "/")
+        assert_ok(fsck, None)
+        assert any(line.split()[:3] == ["Mis-replicated", "blocks:", "0"] for line in fsck.lines)
+        # One more datanode goes to the next rack in turn, or where it is told.
+        added = run_pfs(env, "local", "add-datanode", timeout=120)
+        assert_ok(added, None)
+        assert added.out.startswith("added datanode 3 ") and "/rack1)" in added.out
+        assert_error(
+            run_pfs(env, "local", "add-datanode", "--location", "rack 9", timeout=120),
+            "local",
+            "location",
+        )
+        assert_error(run_pfs(env, "local", "status", "--racks", "3"), "local", "--racks")
+        placed = run_pfs(env, "local", "add-datanode", "--location", "/rack9", timeout=120)
+        assert_ok(placed, None)
+        listed = run_pfs(env, "admin", "datanodes")
+        assert sorted(line.split()[2] for line in listed.lines[1:]) == [
+            "/rack1", "/rack1", "/rack2", "/rack9"
+        ]  # fmt: skip
+        assert _shape(home)["datanodes"] == 4
+        got = run_pfs(env, "get", "/f", str(tmp_path / "back"))
+        assert got.rc == 0, got
+        assert (tmp_path / "back").read_bytes() == data.read_bytes()
     finally:
         run_pfs(env, "local", "down", timeout=120)

@@ -40,10 +40,16 @@ class HealCluster:
     datanode_env: dict[str, str]
     by_id: dict[int, DatanodeProcess] = field(default_factory=dict)
 
-    def add_datanode(self, name: str) -> DatanodeProcess:
-        """Start one more datanode on a new volume."""
+    def add_datanode(
+        self, name: str, location: str = "", env: dict[str, str] | None = None
+    ) -> DatanodeProcess:
+        """Start one more datanode on a new volume (in `location`, default the default
+        location; `env`: more settings of its own)."""
+        own = {**self.datanode_env, **(env or {})}
+        if location:
+            own["PFS_DATANODE_LOCATION"] = location
         dn = DatanodeProcess(
-            self.workdir / name, self.namenode.registry_address, CAPACITY, BS, env=self.datanode_env
+            self.workdir / name, self.namenode.registry_address, CAPACITY, BS, env=own
         ).start()
         self.datanodes.append(dn)
         self.by_id[dn.datanode_id] = dn
@@ -56,14 +62,18 @@ class HealCluster:
 
 @contextmanager
 def heal_cluster(
-    dsn: str, workdir: Path, datanode_env: dict[str, str] | None = None
+    dsn: str,
+    workdir: Path,
+    datanode_env: dict[str, str] | None = None,
+    locations: tuple[str, ...] = ("", "", ""),
 ) -> Iterator[HealCluster]:
-    """A namenode that declares replicas lost after 2 s, and three datanodes."""
+    """A namenode that declares replicas lost after 2 s, and a datanode in each of
+    `locations` ("": the default; three by default)."""
     namenode = NamenodeProcess(dsn, workdir, env=dict(NAMENODE_ENV)).start()
     cluster = HealCluster(namenode, [], workdir, {**DATANODE_ENV, **(datanode_env or {})})
     try:
-        for k in range(3):
-            cluster.add_datanode(f"dn{k + 1}")
+        for k, location in enumerate(locations):
+            cluster.add_datanode(f"dn{k + 1}", location)
         yield cluster
     finally:
         for d in cluster.datanodes:

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import NotActiveError, StorageError
+from plasmafs.core.value_checks import DEFAULT_LOCATION
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.inode_numbers import INODE_BATCH
 from plasmafs.namenode.inode_records import ROOT_INO, ExtentRow, Inode
@@ -130,15 +131,18 @@ class MemoryStore:
         local_socket: str,
         principal: str | None = None,
         plaintext: bool = False,
+        location: str = DEFAULT_LOCATION,
     ) -> DatanodeRow | None:
         """A new datanode row (or the known identity's, with new addresses)."""
         for i, row in enumerate(self.rows):
             if row.identity == identity:
-                self.rows[i] = replace(row, host=host, address=address, local_socket=local_socket)
+                self.rows[i] = replace(
+                    row, host=host, address=address, local_socket=local_socket, location=location
+                )
                 return self.rows[i]
         row = DatanodeRow(
             len(self.rows) + 1, identity, host, address, blocksize, capacity, local_socket,
-            principal=principal, plaintext=plaintext,
+            principal=principal, plaintext=plaintext, location=location,
         )  # fmt: skip
         self.rows.append(row)
         return row

@@ -206,7 +206,7 @@ def test_datanode_table() -> None:
     def node(k: int, state: DatanodeState, alive: bool, age: float | None) -> DatanodeStatus:
         return DatanodeStatus(
             k, f"127.0.0.1:{4000 + k}", "h", state, alive, 2 * 1024**3, 1024**2 * k, 10 * k,
-            age, k, 0,
+            age, k, 0, f"/rack{k % 2}",
         )  # fmt: skip
 
     table = health.datanode_table(
@@ -218,11 +218,16 @@ def test_datanode_table() -> None:
         ]
     )
     assert table.splitlines() == [
-        "ID  ADDRESS         STATE                  CAPACITY      USED  BLOCKS  HEARTBEAT  COPIES",
-        " 1  127.0.0.1:4001  live                    2.0 GiB   1.0 MiB      10  0.2s ago      1/0",
-        " 2  127.0.0.1:4002  dead                    2.0 GiB   2.0 MiB      20  12m ago       2/0",
-        " 3  127.0.0.1:4003  decommissioned (dead)   2.0 GiB   3.0 MiB      30  never         3/0",
-        "12  127.0.0.1:4012  decommissioning         2.0 GiB  12.0 MiB     120  2h ago       12/0",
+        "ID  ADDRESS         LOCATION  STATE                  CAPACITY      USED  USE%  BLOCKS  "
+        "HEARTBEAT  COPIES",
+        " 1  127.0.0.1:4001  /rack1    live                    2.0 GiB   1.0 MiB  0.0%      10  "
+        "0.2s ago      1/0",
+        " 2  127.0.0.1:4002  /rack0    dead                    2.0 GiB   2.0 MiB  0.1%      20  "
+        "12m ago       2/0",
+        " 3  127.0.0.1:4003  /rack1    decommissioned (dead)   2.0 GiB   3.0 MiB  0.1%      30  "
+        "never         3/0",
+        "12  127.0.0.1:4012  /rack0    decommissioning         2.0 GiB  12.0 MiB  0.6%     120  "
+        "2h ago       12/0",
     ]
     assert health.datanode_line(node(2, DatanodeState.DECOMMISSIONING, True, 1.0)) == (
         "datanode 2 at 127.0.0.1:4002: decommissioning, 20 replica block(s), "

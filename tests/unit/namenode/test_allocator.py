@@ -75,3 +75,37 @@ def test_held_blocks_come_back_when_their_time_is_over() -> None:
     assert allocator.held_blocks([2]) == 0
     assert allocator.free_blocks(1) == 0
     assert allocator.free_blocks(2) == 10
+
+
+def test_replicas_go_to_distinct_locations_when_there_are_enough() -> None:
+    allocator = _cluster(capacity=64 * RUN, datanodes=6)
+    for d in range(1, 7):
+        allocator.set_location(d, "/rack-a" if d <= 4 else "/rack-b")  # four and two
+    for _ in range(40):
+        for p in allocator.allocate(list(range(1, 7)), 2, RUN, {}):
+            assert {allocator.location(d) for d in p.datanodes} == {"/rack-a", "/rack-b"}
+    # Three replicas on two racks: both racks, and three distinct datanodes.
+    for p in allocator.allocate(list(range(1, 7)), 3, RUN, {}):
+        assert len(set(p.datanodes)) == 3
+        assert {allocator.location(d) for d in p.datanodes} == {"/rack-a", "/rack-b"}
+
+
+def test_datanodes_of_different_sizes_fill_to_the_same_fraction() -> None:
+    allocator = Allocator()
+    sizes = {1: 100 * RUN, 2: 150 * RUN, 3: 300 * RUN, 4: 350 * RUN}
+    for d, capacity in sizes.items():
+        allocator.add_datanode(d, capacity, [])
+    for _ in range(300):
+        allocator.allocate(list(sizes), 2, RUN, {})
+    fractions = [allocator.used_fraction(d) for d in sizes]
+    assert max(fractions) - min(fractions) <= 0.02, fractions
+
+
+def test_a_rack_that_is_full_leaves_replicas_on_the_others() -> None:
+    allocator = _cluster(capacity=4 * RUN, datanodes=3)
+    allocator.set_location(1, "/rack-a")
+    allocator.set_location(2, "/rack-b")
+    allocator.set_location(3, "/rack-b")
+    allocator.allocate([1], 1, 4 * RUN, {})  # rack-a is full now
+    placements = allocator.allocate([1, 2, 3], 2, RUN, {})
+    assert [set(p.datanodes) for p in placements] == [{2, 3}]
