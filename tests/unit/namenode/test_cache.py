@@ -201,3 +201,13 @@ def test_the_cache_stays_within_its_memory_bound() -> None:
     assert cache.charged() <= memory
     assert len(cache.entries) < 60_000  # it did evict
     assert used <= memory * 9 // 8, (used, cache.charged())
+
+
+def test_names_looked_up_often_outlive_a_stream_of_new_ones() -> None:
+    cache = NamespaceCache(64 * 1024)
+    cache.commit_entry(1, "hot", 10, cache.begin_commit())
+    for k in range(5_000):  # a scan: each name once, far more than the cache holds
+        cache.commit_entry(2, f"scanned-{k}", 100 + k, cache.begin_commit())
+        if k % 4 == 0:
+            assert cache.get_entry(1, "hot") == 10
+    assert cache.get_entry(2, "scanned-0") is MISSING  # the stream was evicted, not "hot"
