@@ -5,6 +5,7 @@ that `pfs --help` and usage errors never load the client library."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import os
 import time
@@ -22,6 +23,7 @@ from plasmafs.client.transaction import Transaction
 from plasmafs.core import paths
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import (
+    BusyError,
     ConfigError,
     ConflictError,
     InvalidArgumentError,
@@ -367,6 +369,9 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     if action == "datanodes":
         print(health.datanode_table(await fs.datanodes()))
         return
+    if action == "balance":
+        await _balance(fs, args)
+        return
     if action in ("dump", "load"):
         from plasmafs.cli import namespace_copies
 
@@ -390,6 +395,41 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
         print(f"removed datanode {datanode_id}; {len(left)} datanode(s) left")
 
 
+async def _balance(fs: Client, args: argparse.Namespace) -> None:
+    """`pfs admin balance`: start (or stop, or look at) a run; follow it to its end."""
+    from plasmafs.cli import health_report as health
+
+    if args.stop or args.status:
+        status = await fs.balance(stop=args.stop, status_only=args.status)
+        print(health.balance_line(status))
+        return
+    threshold = parse_percent(args.threshold, "--threshold")
+    status = await fs.balance(threshold, parse_size(args.bandwidth))
+    shown = ""
+    while True:
+        line = health.balance_line(status)
+        if line != shown:
+            print(line, flush=True)
+            shown = line
+        if args.no_wait or not status.running:
+            break
+        await asyncio.sleep(1)
+        status = await fs.balance(status_only=True)
+    if not args.no_wait and not status.balanced:
+        raise BusyError("the balancing run was stopped before the cluster was balanced")
+
+
+def parse_percent(text: str, what: str) -> float:
+    """A percentage in (0, 100) as a fraction; InvalidArgumentError otherwise."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 100:
+        raise InvalidArgumentError(f"{what} {text}: a percentage between 0 and 100")
+    return value / 100
+
+
 DATANODE_ACTIONS = ("decommission", "recommission", "remove")
 
 
@@ -405,6 +445,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         parse_count(str(args.replication), "replication", MAX_REPLICATION)
     if args.command == "admin" and args.admin_command in DATANODE_ACTIONS:
         parse_count(args.datanode_id, "datanode id")
+    if args.command == "admin" and args.admin_command == "balance":
+        parse_percent(args.threshold, "--threshold")
+        parse_size(args.bandwidth)
+        if args.stop and args.status:
+            raise InvalidArgumentError("balance takes --stop or --status, not both")
     account_commands.check_arguments(args)
 
 

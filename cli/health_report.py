@@ -1,6 +1,7 @@
-"""How the CLI shows replica health: `pfs fsck` reports in the shape of `hdfs fsck`, and
-the `pfs admin datanodes` and `pfs admin namenodes` tables. Pure functions of the
-values the client library returns, so they are tested without a cluster."""
+"""How the CLI shows replica health: `pfs fsck` reports in the shape of `hdfs fsck`, the
+`pfs admin datanodes` and `pfs admin namenodes` tables, and a balancing run's line. Pure
+functions of the values the client library returns, so they are tested without a
+cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 from plasmafs.cli.formatting import aligned, human_bytes, table
 from plasmafs.client.admin import (
+    BalanceStatus,
     DatanodeState,
     DatanodeStatus,
     FsckBlock,
@@ -176,3 +178,23 @@ def datanode_line(d: DatanodeStatus) -> str:
         f"{d.replica_blocks} replica block(s), copies queued/running "
         f"{d.queued_copies}/{d.running_copies}"
     )
+
+
+def balance_line(s: BalanceStatus) -> str:
+    """One line on a balancing run: where it stands, what it moved."""
+    if s.running:
+        state = "balancing"
+    elif s.balanced:
+        state = "balanced"
+    else:
+        state = "not balanced (no run)"
+    spread = (
+        f"used {100 * s.least_used:.1f}%..{100 * s.most_used:.1f}% "
+        f"(mean {100 * s.mean_used:.1f}%, threshold {100 * s.threshold:.1f} points)"
+    )
+    moved = (
+        f"moved {human_bytes(s.bytes_moved)} in {s.moves_done} move(s), "
+        f"{s.moves_running} running, {s.moves_failed} failed, {s.seconds:.0f} s"
+    )
+    note = f"; {s.note}" if s.note and s.running else ""
+    return f"{state}: {spread}; {moved}{note}"

@@ -190,6 +190,22 @@ def build_parser() -> argparse.ArgumentParser:
         q = actions.add_parser(action, help=text)
         q.add_argument("datanode_id", metavar="ID")
     q = actions.add_parser(
+        "balance",
+        help="move replicas from fuller to emptier datanodes until every one is within "
+        "the threshold of the mean (the namenode runs it; this shows its progress)",
+    )
+    q.add_argument(
+        "--threshold", default="10", metavar="PCT",
+        help="percent of capacity a datanode's use may differ from the mean (default 10)",
+    )  # fmt: skip
+    q.add_argument(
+        "--bandwidth", default="0", metavar="RATE",
+        help="bytes/s all moves together, e.g. 100M (default 0: unlimited)",
+    )  # fmt: skip
+    q.add_argument("--status", action="store_true", help="only show how a run stands")
+    q.add_argument("--stop", action="store_true", help="end the run")
+    q.add_argument("--no-wait", action="store_true", help="start the run and return (it goes on)")
+    q = actions.add_parser(
         "dump", help="write the namespace and accounts, one consistent snapshot, to FILE"
     )
     q.add_argument("file", metavar="FILE|-")

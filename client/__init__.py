@@ -61,6 +61,7 @@ from plasmafs.core.paths import At
 
 if TYPE_CHECKING:  # what _LAZY loads, for type checkers
     from plasmafs.client.admin import (
+        BalanceStatus,
         DatanodeState,
         DatanodeStatus,
         FsckBlock,
@@ -83,6 +84,7 @@ _LAZY = {
     "Transaction": "plasmafs.client.transaction",
     "FileReader": "plasmafs.client.file_reader",
     "FileWriter": "plasmafs.client.file_writer",
+    "BalanceStatus": "plasmafs.client.admin",
     "DatanodeState": "plasmafs.client.admin",
     "DatanodeStatus": "plasmafs.client.admin",
     "FsckBlock": "plasmafs.client.admin",

@@ -240,6 +240,34 @@ class LoadSummary:
         return self.rows.get("entries", 0)
 
 
+@dataclass(frozen=True, slots=True)
+class BalanceStatus:
+    """A balancing run as the namenode reports it (fractions of capacity)."""
+
+    running: bool
+    balanced: bool  # every datanode within the threshold of the mean now
+    threshold: float
+    bandwidth: int  # bytes per second (0: unlimited)
+    mean_used: float
+    least_used: float
+    most_used: float
+    bytes_moved: int
+    moves_done: int
+    moves_failed: int
+    moves_running: int
+    seconds: float
+    note: str
+
+    @classmethod
+    def from_wire(cls, s: pb.BalanceStatus) -> BalanceStatus:
+        """Build from the wire message."""
+        return cls(
+            s.running, s.balanced, s.threshold, s.bandwidth, s.mean_used, s.least_used,
+            s.most_used, s.bytes_moved, s.moves_done, s.moves_failed, s.moves_running,
+            s.seconds, s.note,
+        )  # fmt: skip
+
+
 class Admin:
     """The Admin service of the namenode behind one gRPC channel."""
 
@@ -286,6 +314,26 @@ class Admin:
         return sorted(
             (DatanodeStatus.from_wire(d) for d in reply.datanodes), key=lambda d: d.datanode_id
         )
+
+    async def balance(
+        self, threshold: float = 0.0, bandwidth: int = 0, *, stop: bool = False,
+        status_only: bool = False,
+    ) -> BalanceStatus:  # fmt: skip
+        """Start (or retune) a balancing run, stop it, or just ask how it stands."""
+        if threshold and not 0 < threshold < 1:
+            raise InvalidArgumentError(
+                f"threshold {threshold:g}: a fraction of capacity between 0 and 1"
+            )
+        if bandwidth < 0:
+            raise InvalidArgumentError(f"bandwidth {bandwidth}: bytes per second, 0 or more")
+        request = pb.BalanceRequest(
+            threshold=threshold, bandwidth=bandwidth, stop=stop, status_only=status_only
+        )
+        try:
+            reply = await self._stub.Balance(request, timeout=CALL_TIMEOUT, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        return BalanceStatus.from_wire(reply)
 
     async def _on_datanode(self, method: object, datanode_id: int) -> DatanodeStatus:
         request = pb.DatanodeRequest(datanode_id=check_datanode_id(datanode_id))

@@ -39,7 +39,14 @@ from plasmafs.core.proto import namenode_pb2 as pb
 
 if TYPE_CHECKING:
     from plasmafs.client.accounts import Accounts
-    from plasmafs.client.admin import Admin, DatanodeStatus, FsckFile, FsckSummary, LoadSummary
+    from plasmafs.client.admin import (
+        Admin,
+        BalanceStatus,
+        DatanodeStatus,
+        FsckFile,
+        FsckSummary,
+        LoadSummary,
+    )
     from plasmafs.client.datapath import DataChannels
     from plasmafs.client.editing import FileEditor
     from plasmafs.client.file_reader import FileReader
@@ -531,6 +538,18 @@ class Client:
         """Stop placing data on a datanode and copy its replicas elsewhere; it becomes
         decommissioned once none of its replicas is needed any more."""
         return await (await self._admin()).decommission(datanode_id)
+
+    async def balance(
+        self, threshold: float = 0.0, bandwidth: int = 0, *, stop: bool = False,
+        status_only: bool = False,
+    ) -> BalanceStatus:  # fmt: skip
+        """Start a balancing run (replica groups move from fuller to emptier datanodes
+        until every one is within `threshold`, a fraction of capacity, default 0.10, of
+        the mean; at most `bandwidth` bytes/s, 0: unlimited), retune it, `stop` it, or
+        with `status_only` just report how it stands."""
+        return await (await self._admin()).balance(
+            threshold, bandwidth, stop=stop, status_only=status_only
+        )
 
     async def recommission(self, datanode_id: int) -> DatanodeStatus:
         """Undo a decommission: the datanode takes new data again."""

@@ -5,6 +5,7 @@ replication monitor, registry, fsck and namespace_dump. Every call is a superuse
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -13,12 +14,13 @@ import grpc
 
 from plasmafs.core import paths
 from plasmafs.core.attributes import FileKind
-from plasmafs.core.errors import BusyError, NotFoundError, PlasmaError
+from plasmafs.core.errors import BusyError, InvalidArgumentError, NotFoundError, PlasmaError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import abort_with, answered
 from plasmafs.namenode import namespace_dump
 from plasmafs.namenode.addressing import Place
+from plasmafs.namenode.balancer import DEFAULT_BALANCE_THRESHOLD
 from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DECOMMISSIONED, DECOMMISSIONING, NORMAL
@@ -218,6 +220,51 @@ class AdminServicer(pb_grpc.AdminServicer):
             )
 
         return await answered(context, load())
+
+    async def Balance(
+        self, request: pb.BalanceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BalanceStatus:
+        """Start, retune or stop a balancing run; how it stands."""
+
+        async def balance() -> pb.BalanceStatus:
+            balancer = self.monitor.balancer
+            if request.stop:
+                balancer.stop()
+            elif not request.status_only:
+                threshold = request.threshold or DEFAULT_BALANCE_THRESHOLD
+                if not 0 < threshold < 1:
+                    raise InvalidArgumentError(
+                        f"threshold {threshold:g}: a fraction of capacity between 0 and 1"
+                    )
+                balancer.start(threshold, request.bandwidth)
+                self.monitor.wake()
+            return self._balance_status()
+
+        return await self._superuser(context, "admin balance", balance)
+
+    def _balance_status(self) -> pb.BalanceStatus:
+        balancer = self.monitor.balancer
+        progress = balancer.progress
+        placeable = frozenset(self.registry.placeable())
+        used, mean = balancer.fractions(placeable)
+        moving = sum(1 for j in self.monitor.jobs.values() if j.move_from is not None)
+        return pb.BalanceStatus(
+            running=progress.running,
+            balanced=all(abs(f - mean) <= progress.threshold for f in used.values()),
+            threshold=progress.threshold,
+            bandwidth=progress.bandwidth,
+            mean_used=mean,
+            least_used=min(used.values(), default=0.0),
+            most_used=max(used.values(), default=0.0),
+            bytes_moved=progress.bytes_moved,
+            moves_done=progress.moves_done,
+            moves_failed=progress.moves_failed,
+            moves_running=moving,
+            seconds=(progress.finished or time.time()) - progress.started
+            if progress.started
+            else 0.0,
+            note=progress.note,
+        )
 
     def _summary(self, t: FsckTotals) -> pb.FsckSummary:
         return pb.FsckSummary(

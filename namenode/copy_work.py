@@ -21,6 +21,7 @@ class CopyJob:
     target: ExtentRow  # the reserved blocks on the target datanode
     given: float = field(default_factory=time.monotonic)
     acknowledged: bool = False  # the target reported it running (or finished)
+    move_from: int | None = None  # a balancer's move: drop this datanode's replica after
 
 
 @dataclass(frozen=True, slots=True)

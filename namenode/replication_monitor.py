@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plasmafs.core.errors import ConflictError, NotFoundError, PlasmaError
+from plasmafs.namenode.balancer import Balancer, Move
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.copy_work import (
     CopyJob,
@@ -97,6 +98,7 @@ class ReplicationMonitor:
         self.scan_interval = scan_interval
         self.check_interval = check_interval
         self.stats = ReplicationStats()
+        self.balancer = Balancer(self.registry, data.allocator, replicas, data, health)
         self.tracked: dict[GroupKey, GroupCounts] = {}
         self._tracked_files: Counter[int] = Counter()
         self.queues: list[dict[GroupKey, None]] = [{} for _ in range(CLEANUP + 1)]
@@ -314,6 +316,8 @@ class ReplicationMonitor:
             self._spawn(self._record(job))
             return
         self.stats.copies_failed += 1
+        if job.move_from is not None:
+            self.balancer.failed()
         log.info(
             "copy %d of file %d blocks %d+%d to datanode %d failed: %s",
             job.task_id, job.ino, job.source.file_index, job.source.block_count,
@@ -339,6 +343,8 @@ class ReplicationMonitor:
                 continue
             del self.jobs[task_id]
             self.stats.copies_failed += 1
+            if job.move_from is not None:
+                self.balancer.failed()
             self._give_back(job)
             self._dirty.add(job.ino)
 
@@ -365,22 +371,56 @@ class ReplicationMonitor:
                 job = await self._plan(key, datanode, placeable, reading)
                 if job is None:
                     continue
-                self.jobs[job.task_id] = job
+                await self._hand_out(job, work, reading)
                 slots -= 1
-                reading[job.source.datanode_id] = reading.get(job.source.datanode_id, 0) + 1
-                source = await self.data.source_ticket(job.ino, job.source)
-                work.copies.append(
-                    CopyTask(
-                        task_id=job.task_id,
-                        source_datanode_id=job.source.datanode_id,
-                        source_address=source.address,
-                        source_plaintext=source.plaintext,
-                        source_block_start=job.source.block_start,
-                        source_ticket=source.ticket,
-                        block_start=job.target.block_start,
-                        block_count=job.target.block_count,
-                    )
-                )
+        while slots > 0:  # repairs first; the balancer gets the slots left
+            move = await self.balancer.plan(datanode, placeable, self._busy)
+            if move is None or reading.get(move.source.datanode_id, 0) >= self.streams:
+                return
+            job = self._move_job(move, datanode)
+            if job is None:
+                return
+            await self._hand_out(job, work, reading)
+            slots -= 1
+
+    async def _hand_out(self, job: CopyJob, work: HeartbeatWork, reading: dict[int, int]) -> None:
+        """Give a planned copy to its target in this heartbeat's reply."""
+        self.jobs[job.task_id] = job
+        reading[job.source.datanode_id] = reading.get(job.source.datanode_id, 0) + 1
+        source = await self.data.source_ticket(job.ino, job.source)
+        work.copies.append(
+            CopyTask(
+                task_id=job.task_id,
+                source_datanode_id=job.source.datanode_id,
+                source_address=source.address,
+                source_plaintext=source.plaintext,
+                source_block_start=job.source.block_start,
+                source_ticket=source.ticket,
+                block_start=job.target.block_start,
+                block_count=job.target.block_count,
+            )
+        )
+
+    def _busy(self, ino: int, file_index: int) -> bool:
+        """A copy of the group is under way (given, or being recorded)."""
+        return any(
+            j.ino == ino and j.source.file_index == file_index
+            for j in (*self.jobs.values(), *self.recording.values())
+        )
+
+    def _move_job(self, move: Move, target: int) -> CopyJob | None:
+        """The balancer's move as a copy to `target`, its blocks reserved (None: no run
+        long enough there)."""
+        source = move.source
+        start = self.data.allocator.allocate_on(target, source.block_count, None)
+        if start is None:
+            return None
+        self._next_task += 1
+        copy = ExtentRow(source.file_index, source.block_count, target, start, source.generation)
+        return CopyJob(
+            self._task_base + self._next_task, move.ino, source, copy,
+            move_from=source.datanode_id,
+        )  # fmt: skip
 
     async def _plan(
         self, key: GroupKey, datanode: int, placeable: frozenset[int], reading: dict[int, int]
@@ -457,7 +497,7 @@ class ReplicationMonitor:
             handed_over = True  # add_replica puts it in the change set at once
             if not await self.data.add_replica(txn, job.ino, job.source, job.target):
                 return False
-            await self._drop_surplus(txn, job.ino, job.source.file_index)
+            await self._drop_surplus(txn, job.ino, job.source.file_index, job.move_from)
             return True
 
         done = False
@@ -477,8 +517,18 @@ class ReplicationMonitor:
             self.stats.copies_done += 1
         else:
             self.stats.copies_discarded += 1
+        if job.move_from is not None:
+            if done:
+                self.balancer.moved(job.target.block_count * self.registry.blocksize)
+            else:
+                self.balancer.failed()
 
-    async def _drop_surplus(self, txn: Txn, ino: int, file_index: int) -> None:
+    async def _drop_surplus(
+        self, txn: Txn, ino: int, file_index: int, moved_from: int | None = None
+    ) -> None:
+        """Drop the group's rows it no longer needs: lost, corrupt or drained ones once it
+        has enough live ones, and live ones beyond its replication (the replica on
+        `moved_from` first, for a balancer's move)."""
         rows = [r for r in await self.data.view(txn, ino) if r.file_index == file_index]
         inode = await self.view.inode(txn, ino)  # a file: its change holds its lock
         if inode is None:
@@ -486,7 +536,12 @@ class ReplicationMonitor:
         replication = inode.attr.replication
         health = self.health.assess(rows, replication, self._placeable())
         drop = list(health.droppable) if health.counts.needs_cleanup else []
-        drop += self._surplus(list(health.live), replication)
+        live = list(health.live)
+        moved = [r for r in live if r.datanode_id == moved_from]
+        if moved and len(live) > replication:
+            live.remove(moved[0])
+            drop.append(moved[0])
+        drop += self._surplus(live, replication)
         if drop:
             await self.data.drop_replicas(txn, ino, drop, self._hold)
             self.stats.replicas_dropped += len(drop)

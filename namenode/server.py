@@ -141,6 +141,7 @@ def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
     txns = parts.transactions
     cache, stats, locks = parts.cache, txns.committer.stats, txns.locks
     registry, copies = parts.data.registry, monitor.stats
+    balance = monitor.balancer.progress
     fs = status.fsstat()
     return {
         "pfs_namenode_sessions": ("Connected clients", servicer.sessions),
@@ -188,6 +189,9 @@ def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
             copies.replicas_dropped,
         ),
         "pfs_replication_scans_total": ("Full passes over every block group", copies.scans),
+        "pfs_balancer_running": ("A balancing run is on", float(balance.running)),
+        "pfs_balancer_bytes_moved_total": ("Bytes the balancer moved", balance.bytes_moved),
+        "pfs_balancer_moves_total": ("Replica groups the balancer moved", balance.moves_done),
         "pfs_replication_last_scan_seconds": (
             "How long the last full pass took",
             copies.last_scan_seconds,

@@ -93,6 +93,17 @@ class NamenodeSettings(DaemonSettings):
     replication_check_interval: float = Field(
         default=1.0, gt=0, description="seconds between checks of what changed"
     )
+    balance_threshold: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="balance in the background: move replicas whenever a datanode's used "
+        "fraction is farther than this from the mean (e.g. 0.1; 0: only when asked, "
+        "pfs admin balance)",
+    )
+    balance_bandwidth: int = Field(
+        default=0, description="bytes/s the background balancer moves at most (0: unlimited)"
+    )
     heartbeat_ms: int = Field(default=1000, ge=50)
     metrics_listen: str = Field(
         default="", description="host:port for Prometheus /metrics (empty: off; port 0: any)"
@@ -119,7 +130,7 @@ class NamenodeSettings(DaemonSettings):
     grace_seconds: float = Field(default=5.0, ge=0)
     log_level: str = Field(default="INFO")
 
-    @field_validator("cache_size", mode="before")
+    @field_validator("cache_size", "balance_bandwidth", mode="before")
     @classmethod
     def _sizes(cls, value: str | int) -> int:
         return parse_size(value)

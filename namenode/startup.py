@@ -180,6 +180,10 @@ async def start_replica_health(
         ticket_ttl=settings.ticket_ttl,
         check_interval=settings.replication_check_interval,
     )
+    if settings.balance_threshold:
+        monitor.balancer.start(
+            settings.balance_threshold, settings.balance_bandwidth, background=True
+        )
     await monitor.start()
     lifecycle.start()
     return monitor, lifecycle

@@ -994,6 +994,48 @@ class LoadReply(_message.Message):
     seconds: float
     def __init__(self, rows: _Optional[_Mapping[str, int]] = ..., credentials_skipped: _Optional[int] = ..., datanodes_added: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
 
+class BalanceRequest(_message.Message):
+    __slots__ = ("threshold", "bandwidth", "stop", "status_only")
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    STATUS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    threshold: float
+    bandwidth: int
+    stop: bool
+    status_only: bool
+    def __init__(self, threshold: _Optional[float] = ..., bandwidth: _Optional[int] = ..., stop: _Optional[bool] = ..., status_only: _Optional[bool] = ...) -> None: ...
+
+class BalanceStatus(_message.Message):
+    __slots__ = ("running", "balanced", "threshold", "bandwidth", "mean_used", "least_used", "most_used", "bytes_moved", "moves_done", "moves_failed", "moves_running", "seconds", "note")
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    BALANCED_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
+    MEAN_USED_FIELD_NUMBER: _ClassVar[int]
+    LEAST_USED_FIELD_NUMBER: _ClassVar[int]
+    MOST_USED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_MOVED_FIELD_NUMBER: _ClassVar[int]
+    MOVES_DONE_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FAILED_FIELD_NUMBER: _ClassVar[int]
+    MOVES_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    running: bool
+    balanced: bool
+    threshold: float
+    bandwidth: int
+    mean_used: float
+    least_used: float
+    most_used: float
+    bytes_moved: int
+    moves_done: int
+    moves_failed: int
+    moves_running: int
+    seconds: float
+    note: str
+    def __init__(self, running: _Optional[bool] = ..., balanced: _Optional[bool] = ..., threshold: _Optional[float] = ..., bandwidth: _Optional[int] = ..., mean_used: _Optional[float] = ..., least_used: _Optional[float] = ..., most_used: _Optional[float] = ..., bytes_moved: _Optional[int] = ..., moves_done: _Optional[int] = ..., moves_failed: _Optional[int] = ..., moves_running: _Optional[int] = ..., seconds: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
+
 class UserInfo(_message.Message):
     __slots__ = ("name", "uid", "gid", "groups", "superuser")
     NAME_FIELD_NUMBER: _ClassVar[int]

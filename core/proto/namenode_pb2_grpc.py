@@ -235,6 +235,11 @@ class AdminStub:
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadChunk.SerializeToString,
                 response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadReply.FromString,
                 _registered_method=True)
+        self.Balance = channel.unary_unary(
+                '/plasmafs.namenode.v1.Admin/Balance',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.BalanceRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.BalanceStatus.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -288,6 +293,14 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Balance(self, request, context):
+        """Start (or retune, or with stop end) a balancing run, and how it stands: replica
+        groups move from fuller to emptier datanodes until each is within the threshold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -325,6 +338,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Load,
                     request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadChunk.FromString,
                     response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadReply.SerializeToString,
+            ),
+            'Balance': grpc.unary_unary_rpc_method_handler(
+                    servicer.Balance,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.BalanceRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.BalanceStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -517,6 +535,33 @@ class Admin:
             '/plasmafs.namenode.v1.Admin/Load',
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadChunk.SerializeToString,
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.LoadReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Balance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/Balance',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.BalanceRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.BalanceStatus.FromString,
             options,
             channel_credentials,
             insecure,

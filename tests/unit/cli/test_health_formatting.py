@@ -1,13 +1,17 @@
 """What the CLI prints about replica health, from values alone: `pfs blocks` with
 replicas that are not live, `pfs fsstat`'s block counts, `pfs fsck`'s lines and totals,
-and the `pfs admin datanodes` table."""
+the `pfs admin datanodes` table and a balancing run's line."""
 
 from __future__ import annotations
 
+import pytest
+
 from plasmafs.cli import health_report as health
+from plasmafs.cli.commands import parse_percent
 from plasmafs.cli.formatting import fsstat_report
 from plasmafs.cli.transfer import format_blocks
 from plasmafs.client.admin import (
+    BalanceStatus,
     DatanodeState,
     DatanodeStatus,
     FsckBlock,
@@ -16,6 +20,7 @@ from plasmafs.client.admin import (
     FsckSummary,
 )
 from plasmafs.core.attributes import BlockList, Extent, FsStat, Replica, ReplicaState
+from plasmafs.core.errors import InvalidArgumentError
 
 LIVE, LOST, CORRUPT, SUSPECT = (
     ReplicaState.LIVE,
@@ -233,3 +238,25 @@ def test_datanode_table() -> None:
         "datanode 2 at 127.0.0.1:4002: decommissioning, 20 replica block(s), "
         "copies queued/running 2/0"
     )
+
+
+def test_balance_line() -> None:
+    def status(running: bool, balanced: bool, note: str = "") -> BalanceStatus:
+        return BalanceStatus(
+            running, balanced, 0.1, 0, 0.45, 0.2, 0.7, 3 * 1024**2, 6, 1, 2, 12.4, note
+        )
+
+    assert health.balance_line(status(True, False, "no group can move")) == (
+        "balancing: used 20.0%..70.0% (mean 45.0%, threshold 10.0 points); moved 3.0 MiB "
+        "in 6 move(s), 2 running, 1 failed, 12 s; no group can move"
+    )
+    assert health.balance_line(status(False, True)).startswith("balanced: used 20.0%")
+    assert health.balance_line(status(False, False)).startswith("not balanced (no run): ")
+
+
+def test_percentages() -> None:
+    assert parse_percent("10", "--threshold") == 0.1
+    assert parse_percent("2.5%", "--threshold") == 0.025
+    for bad in ("0", "100", "-3", "ten", ""):
+        with pytest.raises(InvalidArgumentError, match="--threshold"):
+            parse_percent(bad, "--threshold")
