@@ -243,6 +243,7 @@ class Heartbeats:
         self.scrubber = scrubber
         self.sent = 0  # heartbeats answered
         self.failed = 0  # heartbeats in a row that got no answer
+        self.pause = 0.0  # until the next beat, as the last reply said (0: the period)
         self._verifying: dict[tuple[int, int], asyncio.Task[None]] = {}
 
     async def run(self) -> None:
@@ -250,7 +251,9 @@ class Heartbeats:
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.link.period):
+                    running = bool(self.copier.active_ids())
+                    pause = self.link.period if running or not self.pause else self.pause
+                    async with asyncio.timeout(pause):
                         await self.outbox.urgent.wait()
                 self.outbox.urgent.clear()
                 try:
@@ -290,6 +293,7 @@ class Heartbeats:
 
     def _act(self, reply: pb.HeartbeatReply) -> None:
         registration = self.link.registration
+        self.pause = reply.next_heartbeat_ms / 1000
         revoked = frozenset(reply.revoked_credentials)
         registration.heard_term(reply.term, reply.term_holder)
         if revoked != registration.revoked:

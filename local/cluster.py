@@ -206,6 +206,20 @@ def start_datanode_process(
 ) -> tuple[int, str]:
     """Start `pfs-datanode` on the volume in `directory`, registering at the namenode's
     registry address `namenode`; return its pid and address."""
+    proc = launch_datanode(directory, namenode, capacity, blocksize, extra_env)
+    (address,) = wait_ready(proc, "datanode", directory, timeout)
+    return proc.pid, address
+
+
+def launch_datanode(
+    directory: Path,
+    namenode: str,
+    capacity: int,
+    blocksize: int,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Run `pfs-datanode` as `start_datanode_process` does, without waiting for it: many
+    start together (`wait_ready(proc, "datanode", directory)` for each)."""
     directory.mkdir(parents=True, exist_ok=True)
     args = [
         "plasmafs.datanode",
@@ -215,8 +229,7 @@ def start_datanode_process(
         "--namenode", namenode,
         "--listen", "127.0.0.1:0",
     ]  # fmt: skip
-    proc, (address,) = start_daemon("datanode", directory, args, timeout, extra_env)
-    return proc.pid, address
+    return launch_daemon("datanode", directory, args, extra_env)
 
 
 def start_daemon(
@@ -232,11 +245,23 @@ def start_daemon(
     (or fails, with its last log line as the error); returns the process and the
     addresses (a line each in the ready file). The local cluster, the tests, the
     benchmarks and the multi-host harness all start their daemons here."""
+    proc = launch_daemon(role, workdir, args, extra_env, prefix)
+    return proc, wait_ready(proc, role, workdir, timeout)
+
+
+def launch_daemon(
+    role: str,
+    workdir: Path,
+    args: list[str],
+    extra_env: dict[str, str] | None = None,
+    prefix: Sequence[str] = (),
+) -> subprocess.Popen[bytes]:
+    """Run `python -m ARGS --ready-file WORKDIR/ROLE.ready` detached, logging to
+    WORKDIR/ROLE.log, without waiting for it (`wait_ready` does)."""
     ready = workdir / f"{role}.ready"
     ready.unlink(missing_ok=True)
-    log_path = workdir / f"{role}.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
+    with open(workdir / f"{role}.log", "ab") as log:
+        return subprocess.Popen(
             [*prefix, sys.executable, "-m", *args, "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -245,6 +270,15 @@ def start_daemon(
             start_new_session=True,
             cwd=workdir,
         )
+
+
+def wait_ready(
+    proc: subprocess.Popen[bytes], role: str, workdir: Path, timeout: float = 30.0
+) -> list[str]:
+    """The addresses a daemon `launch_daemon` started reports once it serves; StorageError
+    (with its last log line) if it exits first or takes longer than `timeout`."""
+    ready = workdir / f"{role}.ready"
+    log_path = workdir / f"{role}.log"
     deadline = time.monotonic() + timeout
     while not ready.exists():
         if proc.poll() is not None:
@@ -254,7 +288,7 @@ def start_daemon(
             proc.kill()
             raise StorageError(f"a {role} did not start within {timeout:g}s; see {log_path}")
         time.sleep(0.02)
-    return proc, ready.read_text().split()
+    return ready.read_text().split()
 
 
 def stop_process(pid: int, marker: str, timeout: float = 15.0) -> bool:

@@ -60,6 +60,10 @@ class DatanodeRegistry:
         self.lost_after = lost_after
         self._known: dict[int, _Known] = {}
         self.started = time.monotonic()
+        # Datanodes with nothing to do beat this often (HDFS's 3 s by default): a hundred
+        # of them then cost the namenode a third of the heartbeats, and one is declared
+        # dead only after three missed beats.
+        self.idle_heartbeat_ms = max(heartbeat_ms, min(3 * heartbeat_ms, int(dead_after * 333)))
 
     async def load(self) -> None:
         """Read the datanodes and the blocks in use from PostgreSQL."""
@@ -183,6 +187,16 @@ class DatanodeRegistry:
             for d in self.live()
             if self._known[d].admin_state == NORMAL and not self._known[d].busy_unknown
         ]
+
+    def is_placeable(self, datanode_id: int) -> bool:
+        """Whether one datanode may receive new data (as `placeable` lists them)."""
+        known = self._known.get(datanode_id)
+        return (
+            known is not None
+            and known.admin_state == NORMAL
+            and not known.busy_unknown
+            and self.alive(datanode_id)
+        )
 
     def admin_state(self, datanode_id: int) -> int:
         """NORMAL, DECOMMISSIONING or DECOMMISSIONED."""

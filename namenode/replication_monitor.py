@@ -271,6 +271,16 @@ class ReplicationMonitor:
             return waiting
         return 0
 
+    def has_work_for(self, datanode: int) -> bool:
+        """Whether the datanode runs or may soon be given copies or checks: groups wait
+        for copies, a balancing run is on, it runs copies, or it has ranges to verify."""
+        return bool(
+            any(self.queues[:CLEANUP])
+            or self.balancer.progress.running
+            or self.running_on(datanode)
+            or self._verify.get(datanode)
+        )
+
     def running_on(self, datanode: int) -> int:
         """Copies a datanode runs as target."""
         return sum(1 for job in self.jobs.values() if job.target.datanode_id == datanode)
@@ -295,7 +305,7 @@ class ReplicationMonitor:
         if pending:
             pending.difference_update(report.verified)
             work.verify.extend(sorted(pending))
-        if datanode in self.registry.placeable():
+        if self.registry.is_placeable(datanode):
             await self._give_work(datanode, work)
         return work
 
@@ -357,6 +367,8 @@ class ReplicationMonitor:
         slots = self.streams - self.running_on(datanode)
         if slots <= 0:
             return
+        if not self.balancer.progress.running and not any(self.queues[:CLEANUP]):
+            return  # (most heartbeats: nothing to plan, no datanode list to build)
         placeable = self._placeable()
         reading: dict[int, int] = {}
         for running in self.jobs.values():

@@ -212,6 +212,8 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         self.lifecycle.heard(request.datanode_id, request.identity)
         work = await self.monitor.heartbeat(request.datanode_id, _heartbeat_report(request))
         reply = _heartbeat_reply(work)
+        if not self.monitor.has_work_for(request.datanode_id) and not work.copies:
+            reply.next_heartbeat_ms = self.registry.idle_heartbeat_ms
         reply.term = self.monitor.leadership.term
         reply.term_holder = self.monitor.leadership.holder
         principals = self.gate.principals

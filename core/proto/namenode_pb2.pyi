@@ -770,20 +770,22 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., running: _Optional[_Iterable[int]] = ..., finished: _Optional[_Iterable[_Union[CopyResult, _Mapping]]] = ..., corrupt: _Optional[_Iterable[_Union[BadBlocks, _Mapping]]] = ..., verified: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("copies", "cancel", "verify", "revoked_credentials", "term", "term_holder")
+    __slots__ = ("copies", "cancel", "verify", "revoked_credentials", "term", "term_holder", "next_heartbeat_ms")
     COPIES_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     REVOKED_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     TERM_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    NEXT_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     copies: _containers.RepeatedCompositeFieldContainer[CopyTask]
     cancel: _containers.RepeatedScalarFieldContainer[int]
     verify: _containers.RepeatedCompositeFieldContainer[BlockRange]
     revoked_credentials: _containers.RepeatedScalarFieldContainer[int]
     term: int
     term_holder: str
-    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ..., term: _Optional[int] = ..., term_holder: _Optional[str] = ...) -> None: ...
+    next_heartbeat_ms: int
+    def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ..., term: _Optional[int] = ..., term_holder: _Optional[str] = ..., next_heartbeat_ms: _Optional[int] = ...) -> None: ...
 
 class UsedBlocksRequest(_message.Message):
     __slots__ = ("datanode_id", "identity", "after", "limit")
