@@ -163,6 +163,12 @@ class Allocator:
             return self._free[datanode].total
         return sum(r.total for r in self._free.values())
 
+    def free_now(self, datanode: int) -> int:
+        """Free blocks of a datanode as last counted (no held-back range expired first:
+        for frequent checks; 0 for one not known)."""
+        runs = self._free.get(datanode)
+        return runs.total if runs is not None else 0
+
     def quarantined_blocks(self, datanode: int, now: float) -> int:
         """Released blocks of a datanode still held back after `now`."""
         return sum(q[3] for q in self._quarantine if q[1] == datanode and q[0] > now)

@@ -192,7 +192,7 @@ class ReplicaHealth:
                 elif state is ReplicaState.CORRUPT:
                     corrupt = True
         room = placeable - holders
-        spread_short, fresh_room = self._spread(live, replication, placeable, room)
+        spread_short, fresh_room = self._spread(live, replication, room, block_count)
         counts = GroupCounts(
             block_count,
             replication,
@@ -208,22 +208,21 @@ class ReplicaHealth:
         return GroupHealth(tuple(live), tuple(sources), tuple(droppable), counts, tuple(states))
 
     def _spread(
-        self,
-        live: list[ExtentRow],
-        replication: int,
-        placeable: frozenset[int],
-        room: frozenset[int],
+        self, live: list[ExtentRow], replication: int, room: frozenset[int], block_count: int
     ) -> tuple[int, int]:
         """How many more locations the live replicas should span (as many as the
         replication, where the live and placeable datanodes' locations allow), and how
-        many datanodes with room are in a location holding none of them."""
+        many placeable datanodes in a location holding none of them have space for the
+        group (none: a copy cannot mend it now, and nothing is queued for it)."""
         if len(live) < 2 and replication < 2:
             return 0, 0
         where = self.registry.location
+        free = self.registry.allocator.free_now
         taken = {where(r.datanode_id) for r in live}
         fresh = [d for d in room if where(d) not in taken]
         places = len(taken) + len({where(d) for d in fresh})
-        return max(0, min(replication, places) - len(taken)), len(fresh)
+        with_space = sum(1 for d in fresh if free(d) >= block_count)
+        return max(0, min(replication, places) - len(taken)), with_space
 
     def datanode_sets(self) -> DatanodeSets:
         """The datanodes by what their replicas count as, now (for scans in SQL)."""
