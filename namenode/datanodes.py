@@ -182,14 +182,11 @@ class DatanodeRegistry:
 
     def placeable(self) -> list[int]:
         """Live datanodes in normal service that may receive new data, by id."""
-        return [
-            d
-            for d in self.live()
-            if self._known[d].admin_state == NORMAL and not self._known[d].busy_unknown
-        ]
+        return [d for d in sorted(self._known) if self.is_placeable(d)]
 
     def is_placeable(self, datanode_id: int) -> bool:
-        """Whether one datanode may receive new data (as `placeable` lists them)."""
+        """Whether one datanode may receive new data: live, in normal service, running
+        no work this namenode does not know."""
         known = self._known.get(datanode_id)
         return (
             known is not None
