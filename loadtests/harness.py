@@ -84,6 +84,7 @@ def bench_cluster(
     workdir = workdir or Path(tempfile.mkdtemp(prefix="pfs-bench-"))
     pg = start_postgres(workdir / "postgres")
     pid = 0
+    cluster: BenchCluster | None = None
     dn_pids: list[int] = []
 
     def security(role: str, name: str) -> dict[str, str]:
@@ -125,8 +126,10 @@ def bench_cluster(
             workdir, pg, pid, address, dn_pids, metrics_address, client_env, registry, env
         )
         yield cluster
-        pid = cluster.namenode_pid  # a benchmark may have started another one
     finally:
+        if cluster is not None:
+            pid = cluster.namenode_pid  # a benchmark may have started another one, or failed
+
         for dn in dn_pids:
             stop_process(dn, "plasmafs.datanode")
         if pid:
