@@ -250,7 +250,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         moving = sum(1 for j in self.monitor.jobs.values() if j.move_from is not None)
         return pb.BalanceStatus(
             running=progress.running,
-            balanced=all(abs(f - mean) <= progress.threshold for f in used.values()),
+            balanced=balancer.balanced(used, mean),
             threshold=progress.threshold,
             bandwidth=progress.bandwidth,
             mean_used=mean,

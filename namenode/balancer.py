@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from plasmafs.core.attributes import ReplicaState
-from plasmafs.namenode.allocator import Allocator
-from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_records import ExtentRow
 from plasmafs.namenode.replica_health import ReplicaHealth
@@ -68,16 +66,9 @@ class _Source:
 class Balancer:
     """Plans moves while a run is on; counts what they did."""
 
-    def __init__(
-        self,
-        registry: DatanodeRegistry,
-        allocator: Allocator,
-        replicas: ReplicaStore,
-        data: FileData,
-        health: ReplicaHealth,
-    ) -> None:
-        self.registry = registry
-        self.allocator = allocator
+    def __init__(self, data: FileData, replicas: ReplicaStore, health: ReplicaHealth) -> None:
+        self.registry = data.registry
+        self.allocator = data.allocator
         self.replicas = replicas
         self.data = data
         self.health = health
@@ -123,9 +114,9 @@ class Balancer:
         mean = 1 - sum(free.values()) / total if total else 0.0
         return used, mean
 
-    def balanced(self, placeable: frozenset[int]) -> bool:
-        """Every datanode within the threshold of the mean."""
-        used, mean = self.fractions(placeable)
+    def balanced(self, used: dict[int, float], mean: float) -> bool:
+        """Every datanode of `used` (as `fractions` gives them) within the threshold of
+        the mean."""
         return all(abs(f - mean) <= self.progress.threshold for f in used.values())
 
     # --- moves -------------------------------------------------------------------------------
@@ -140,7 +131,7 @@ class Balancer:
             return None
         used, mean = self.fractions(placeable)
         threshold = progress.threshold
-        if all(abs(f - mean) <= threshold for f in used.values()):
+        if self.balanced(used, mean):
             progress.running = progress.background
             progress.finished = progress.finished or time.time()
             progress.note = ""

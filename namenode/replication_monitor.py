@@ -98,7 +98,7 @@ class ReplicationMonitor:
         self.scan_interval = scan_interval
         self.check_interval = check_interval
         self.stats = ReplicationStats()
-        self.balancer = Balancer(self.registry, data.allocator, replicas, data, health)
+        self.balancer = Balancer(data, replicas, health)
         self.tracked: dict[GroupKey, GroupCounts] = {}
         self._tracked_files: Counter[int] = Counter()
         self.queues: list[dict[GroupKey, None]] = [{} for _ in range(CLEANUP + 1)]
