@@ -567,11 +567,17 @@ def _save_state(home: Path, state: ClusterState) -> None:
     tmp.replace(_state_path(home))
 
 
-def _datanode_of(home: Path, number: int) -> tuple[ClusterState, dict[str, object]]:
-    """The running cluster's state and its datanode `number` (1-based)."""
+def _running_state(home: Path) -> ClusterState:
+    """The state of the cluster running in `home`; ConfigError when none is."""
     state = load_state(home)
     if state is None or not process_alive(state.namenode_pid, "plasmafs.namenode"):
         raise ConfigError(f"no local cluster is running in {home}: run `pfs local up` first")
+    return state
+
+
+def _datanode_of(home: Path, number: int) -> tuple[ClusterState, dict[str, object]]:
+    """The running cluster's state and its datanode `number` (1-based)."""
+    state = _running_state(home)
     count = len(state.datanodes)
     if not 1 <= number <= count:
         raise InvalidArgumentError(
@@ -611,9 +617,7 @@ def start_datanode(home: Path, number: int) -> dict[str, object]:
 def add_datanode(home: Path, location: str | None = None) -> tuple[int, dict[str, object]]:
     """Start one more datanode on a new, empty volume in the running cluster (in
     `location`, default the next rack in round robin); its number and record."""
-    state = load_state(home)
-    if state is None or not process_alive(state.namenode_pid, "plasmafs.namenode"):
-        raise ConfigError(f"no local cluster is running in {home}: run `pfs local up` first")
+    state = _running_state(home)
     shape = _load_shape(home)
     number = len(state.datanodes) + 1
     place = check_location(location or rack_of(number, int(shape.get("racks", 1))))
