@@ -169,6 +169,16 @@ class Allocator:
         runs = self._free.get(datanode)
         return runs.total if runs is not None else 0
 
+    def held_after(self, now: float) -> dict[int, int]:
+        """Per datanode, its released blocks still held back after `now` (those whose
+        time is over are free first): one pass, for every datanode at once."""
+        self._expire(now)
+        held: dict[int, int] = {}
+        for until, d, _, count in self._quarantine:
+            if until > now:
+                held[d] = held.get(d, 0) + count
+        return held
+
     def quarantined_blocks(self, datanode: int, now: float) -> int:
         """Released blocks of a datanode still held back after `now`."""
         return sum(q[3] for q in self._quarantine if q[1] == datanode and q[0] > now)

@@ -103,11 +103,8 @@ class Balancer:
         count as free: a moved replica's are, once those expire (else a run would
         drain its sources below the mean meanwhile)."""
         allocator = self.allocator
-        now = time.time()
-        free = {
-            d: allocator.free_blocks(d, now) + allocator.quarantined_blocks(d, now)
-            for d in placeable
-        }
+        held = allocator.held_after(time.time())
+        free = {d: allocator.free_now(d) + held.get(d, 0) for d in placeable}
         capacity = {d: allocator.capacity_blocks([d]) for d in placeable}
         used = {d: 1 - free[d] / capacity[d] if capacity[d] else 1.0 for d in placeable}
         total = sum(capacity.values())
