@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from typing import Any
 
 from loadtests.churn import run_churn
 from loadtests.harness import bench_cluster, update_benchmarks_md
+from loadtests.process_cpu import PROGRAMS, CpuMeter, pids_of
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -82,24 +83,63 @@ def dd_read(root: Path, name: str) -> float:
     return size / MB / (time.perf_counter() - started)
 
 
+WRITER_SCRIPT = (
+    'i=0; while [ "$(date +%s%N)" -lt "$1" ]; do '
+    'dd if=/dev/zero of="$2/f$i" bs=1M count=1 2>/dev/null && sync && i=$((i+1)); '
+    "done; echo $i"
+)
+READER_SCRIPT = (
+    'i=0; deadline=$1; shift; while [ "$(date +%s%N)" -lt "$deadline" ]; do '
+    'for f in "$@"; do cp "$f" /dev/null || exit 1; i=$((i+1)); '
+    '[ "$(date +%s%N)" -lt "$deadline" ] || break; done; done; echo $i'
+)
+
+
 def mib_files_write(root: Path, workers: int, seconds: float) -> float:
     """Files/s of 1 MiB files written with dd and a sync after each, by `workers`."""
-    script = (
-        'i=0; while [ "$(date +%s%N)" -lt "$1" ]; do '
-        'dd if=/dev/zero of="$2/f$i" bs=1M count=1 2>/dev/null && sync && i=$((i+1)); '
-        "done; echo $i"
-    )
     deadline = time.time_ns() + int(seconds * 1e9)
     dirs = [root / f"w{workers}-{k}" for k in range(workers)]
     for d in dirs:
         d.mkdir()
     started = time.perf_counter()
     procs = [
-        subprocess.Popen(["sh", "-c", script, "sh", str(deadline), str(d)], stdout=subprocess.PIPE)
+        subprocess.Popen(
+            ["sh", "-c", WRITER_SCRIPT, "sh", str(deadline), str(d)], stdout=subprocess.PIPE
+        )
         for d in dirs
     ]
     written = sum(int(p.communicate()[0] or 0) for p in procs)
     return written / (time.perf_counter() - started)
+
+
+def mib_files_mixed(root: Path, writers: int, readers: int, seconds: float) -> tuple[float, float]:
+    """Files/s written and files/s read by `writers` and `readers` at once: writers as
+    in `mib_files_write` (new files), readers copying the 1 MiB files written before
+    (cold at the start) to /dev/null with `cp`, each in its own random order."""
+    files = sorted(str(p) for p in root.glob("w*/f*"))
+    dirs = [root / f"mixed-{k}" for k in range(writers)]
+    for d in dirs:
+        d.mkdir()
+    drop_caches()
+    deadline = str(time.time_ns() + int(seconds * 1e9))
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            ["sh", "-c", WRITER_SCRIPT, "sh", deadline, str(d)], stdout=subprocess.PIPE
+        )
+        for d in dirs
+    ]
+    rng = random.Random(11)
+    procs += [
+        subprocess.Popen(
+            ["sh", "-c", READER_SCRIPT, "sh", deadline, *rng.sample(files, len(files))],
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(readers)
+    ]
+    done = [int(p.communicate()[0] or 0) for p in procs]
+    elapsed = time.perf_counter() - started
+    return sum(done[:writers]) / elapsed, sum(done[writers:]) / elapsed
 
 
 def mib_files_read(root: Path, workers: int) -> float:
@@ -157,6 +197,43 @@ def tree_build(root: Path, dirs: int, files: int) -> float:
     return time.perf_counter() - started
 
 
+def tree_build_depth_first(root: Path, dirs: int, files: int, fanout: int = 12) -> float:
+    """Seconds for one process to build `dirs` directories three levels deep, `fanout`
+    per directory, each directory's share of `files` files of 100-700 bytes written
+    right after the directory is made, before the directories under it."""
+    rng = random.Random(7)
+    made = [0, 0]  # directories, files
+
+    def build(parent: Path, level: int) -> None:
+        for b in range(fanout):
+            if made[0] >= dirs:
+                return
+            d = parent / f"d{b}"
+            d.mkdir()
+            made[0] += 1
+            for _ in range(made[0] * files // dirs - made[1]):
+                (d / f"file{made[1]}").write_bytes(rng.randbytes(rng.randint(100, 700)))
+                made[1] += 1
+            if level < 3:
+                build(d, level + 1)
+
+    started = time.perf_counter()
+    (root / "dtree").mkdir()
+    build(root / "dtree", 1)
+    return time.perf_counter() - started
+
+
+def du_after_ls(path: Path) -> float:
+    """Seconds of `du -sh` run right after an `ls -lR` of the same tree, caches dropped
+    before each and the mount's own left as the ls left them."""
+    drop_caches()
+    subprocess.run(["ls", "-lR", str(path)], check=True, stdout=subprocess.DEVNULL)
+    drop_caches()
+    started = time.perf_counter()
+    subprocess.run(["du", "-sh", str(path)], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
 def timed_command(command: list[str]) -> float:
     """Seconds of a command, with cold caches (the mount's read-ahead expired too)."""
     drop_caches()
@@ -173,32 +250,49 @@ def entries(path: Path) -> int:
     return sum(len(d) + len(f) for _, d, f in os.walk(path))
 
 
-def run_data_workloads(root: Path, scale: float, seconds: float) -> dict[str, Any]:
-    """The workloads that move data (dd, 1 MiB files) on the directory `root`."""
-    f: dict[str, Any] = {}
+def run_data_workloads(root: Path, scale: float, seconds: float, meter: CpuMeter) -> dict[str, Any]:
+    """The workloads that move data (dd, 1 MiB files) on the directory `root`; for the
+    1 MiB files, also the CPU each role used per file (`CPU_KEY`), in ms."""
+    f: dict[str, Any] = {CPU_KEY: {}}
     total = max(MIB, int(200 * MB * scale))
     f["dd write 1 KiB"] = dd_write(root, "dd-1k", 1024, total)
     f["dd write 64 KiB"] = dd_write(root, "dd-64k", 65536, total)
     f["dd read 64 KiB, cold"] = dd_read(root, "dd-64k")
+
+    def measured(row: str, run: Callable[..., Any], *args: Any) -> tuple[float, ...]:
+        """`run(*args)`'s files/s (one figure, or a tuple); the CPU per file noted."""
+        before, started = meter.read(), time.perf_counter()
+        rates = run(*args)
+        rates = rates if isinstance(rates, tuple) else (rates,)
+        files = max(1.0, sum(rates) * (time.perf_counter() - started))
+        f[CPU_KEY][row] = {role: 1000 * s / files for role, s in meter.since(before).items()}
+        return rates
+
     for workers in (1, 8):
-        f[f"1 MiB files, {workers} writers"] = mib_files_write(root, workers, seconds)
+        row = f"1 MiB files, {workers} writers"
+        (f[row],) = measured(row, mib_files_write, root, workers, seconds)
     for workers in (1, 8):
-        f[f"1 MiB files, {workers} readers"] = mib_files_read(root, workers)
+        row = f"1 MiB files, {workers} readers"
+        (f[row],) = measured(row, mib_files_read, root, workers)
+    f[MIXED_WRITERS], f[MIXED_READERS] = measured(MIXED, mib_files_mixed, root, 3, 10, seconds)
     return f
 
 
-def run_workloads(root: Path, scale: float, seconds: float) -> dict[str, Any]:
+def run_workloads(root: Path, scale: float, seconds: float, meter: CpuMeter) -> dict[str, Any]:
     """Every workload on the directory `root`; figures by row name."""
-    f = run_data_workloads(root, scale, seconds)
+    f = run_data_workloads(root, scale, seconds, meter)
     count = max(8, int(5000 * scale))
     f["empty files, 1 process"] = empty_files(root, 1, count)
     f["empty files, 4 processes"] = empty_files(root, 4, count)
     dirs, files = max(2, int(1870 * scale)), max(4, int(28600 * scale))
     f["tree build"] = tree_build(root, dirs, files)
+    f["tree build, depth-first"] = tree_build_depth_first(root, dirs, files)
     f["ls -lR, cold"] = timed_command(["ls", "-lR", str(root / "tree")])
     f["du -sh, cold"] = timed_command(["du", "-sh", str(root / "tree")])
+    f["du -sh right after ls -lR, cold"] = du_after_ls(root / "dtree")
     f["rm -rf"] = timed_command(["rm", "-rf", str(root / "tree")])
     f["rm -rf: entries left"] = entries(root / "tree")
+    shutil.rmtree(root / "dtree")
     (root / "churn").mkdir()
     churn = run_churn(root / "churn", seconds)
     f["3 writers + 10 readers: errors"] = len(churn["errors"]) + len(churn["broken"])
@@ -207,6 +301,10 @@ def run_workloads(root: Path, scale: float, seconds: float) -> dict[str, Any]:
     return f
 
 
+CPU_KEY = "CPU ms per file"
+MIXED = "1 MiB files, 3 writers + 10 readers at once"
+MIXED_WRITERS = f"{MIXED}: writers"
+MIXED_READERS = f"{MIXED}: readers"
 ROWS = (
     Row("dd write 1 KiB", "MB/s", True, ">= 100"),
     Row("dd write 64 KiB", "MB/s", True, ">= 500"),
@@ -215,11 +313,15 @@ ROWS = (
     Row("1 MiB files, 8 writers", "files/s", True, ">= 200"),
     Row("1 MiB files, 1 readers", "files/s", True, ""),
     Row("1 MiB files, 8 readers", "files/s", True, ">= 350"),
+    Row(MIXED_WRITERS, "files/s", True, ""),
+    Row(MIXED_READERS, "files/s", True, ""),
     Row("empty files, 1 process", "files/s", True, ">= 5,000"),
     Row("empty files, 4 processes", "files/s", True, ""),
     Row("tree build", "s", False, "<= 10"),
+    Row("tree build, depth-first", "s", False, "<= 10"),
     Row("ls -lR, cold", "s", False, "<= 3"),
     Row("du -sh, cold", "s", False, "<= 1"),
+    Row("du -sh right after ls -lR, cold", "s", False, "<= 1"),
     Row("rm -rf", "s", False, "<= 5"),
     Row("rm -rf: entries left", "", False, "0"),
     Row("3 writers + 10 readers: errors", "", False, "0"),
@@ -227,39 +329,101 @@ ROWS = (
     Row("3 writers + 10 readers: files read", "", True, ""),
 )
 WRITEBACK = "writeback_cache"  # the mount option the data rows are also measured with
+BASELINE = "baseline"  # the data rows on another installation (--baseline)
+SIDES = ("mount", WRITEBACK, BASELINE)
+SIDE_TITLES = {"mount": "mount", WRITEBACK: f"mount -o {WRITEBACK}", BASELINE: "baseline's mount"}
+CPU_ROLES = ("mount", "namenode", "datanodes", "PostgreSQL", PROGRAMS)
+CPU_ROWS = (
+    "1 MiB files, 1 writers",
+    "1 MiB files, 8 writers",
+    "1 MiB files, 1 readers",
+    "1 MiB files, 8 readers",
+    MIXED,
+)
 
 
-def run(scale: float, seconds: float) -> dict[str, Any]:
-    """Mount a throw-away cluster and run every workload there and locally."""
+def run(
+    scale: float, seconds: float, data_only: bool = False, baseline: str | None = None
+) -> dict[str, Any]:
+    """Mount a throw-away cluster and run every workload there and locally (the data
+    rows only if `data_only`); with `baseline` (a Python interpreter of another
+    installation of plasmafs), the data rows again on a cluster and mount of that one."""
     figures: dict[str, Any] = {"scale": scale, "seconds": seconds, "cpus": os.cpu_count()}
+    workloads = run_data_workloads if data_only else run_workloads
     local_root = Path(tempfile.mkdtemp(prefix="pfs-mount-bench-local-", dir=_disk_dir()))
     try:
-        figures["local"] = run_workloads(local_root, scale, seconds)
+        figures["local"] = workloads(local_root, scale, seconds, CpuMeter({}))
     finally:
         shutil.rmtree(local_root, ignore_errors=True)
+    with _cluster(scale) as mount:
+        with mount() as (mountpoint, meter):
+            figures["mount"] = workloads(mountpoint, scale, seconds, meter)
+        if not data_only:  # the data rows again, on a second mount whose kernel caches writes
+            with mount(WRITEBACK) as (cached, meter):
+                (cached / "writeback").mkdir()
+                figures[WRITEBACK] = run_data_workloads(cached / "writeback", scale, seconds, meter)
+    if baseline:
+        figures["baseline python"] = baseline
+        figures["baseline commit"] = _commit_of(baseline)
+        with _interpreter(baseline), _cluster(scale) as mount, mount() as (mountpoint, meter):
+            figures[BASELINE] = run_data_workloads(mountpoint, scale, seconds, meter)
+    for side in SIDES:
+        if side in figures:
+            figures[f"ratios, {side}"] = {
+                row.name: _ratio(figures[side][row.name], figures["local"][row.name], row)
+                for row in ROWS
+                if row.unit and row.name in figures[side]
+            }
+    return figures
+
+
+@contextmanager
+def _cluster(scale: float) -> Iterator[Callable[..., Any]]:
+    """A throw-away cluster; what it gives mounts it with `pfs mount` and options, for
+    a block that gets the mount point and a meter of every process of the cluster."""
     # Every small file takes a block of its own, and replaced ones stay held a while:
     # 256 KiB blocks, and volumes (preallocated on this disk) of 12 GiB.
     capacity = max(2**30, int(12 * 2**30 * scale))
     with bench_cluster(datanodes=2, capacity=capacity, blocksize=BLOCKSIZE) as cluster:
-        mountpoint = cluster.workdir / "mnt"
-        mountpoint.mkdir()
         env = {**os.environ, "PFS_CLIENT_NAMENODE": cluster.namenode_address}
         env["PFS_HOME"] = str(cluster.workdir / "home")
-        with _mounted(mountpoint, env, cluster.workdir):
-            figures["mount"] = run_workloads(mountpoint, scale, seconds)
-        # The data rows again, on a second mount whose kernel caches writes.
-        cached = cluster.workdir / "mnt-writeback"
-        cached.mkdir()
-        with _mounted(cached, env, cluster.workdir, WRITEBACK):
-            (cached / "writeback").mkdir()
-            figures[WRITEBACK] = run_data_workloads(cached / "writeback", scale, seconds)
-    for side in ("mount", WRITEBACK):
-        figures[f"ratios, {side}"] = {
-            row.name: _ratio(figures[side][row.name], figures["local"][row.name], row)
-            for row in ROWS
-            if row.unit and row.name in figures[side]
-        }
-    return figures
+
+        @contextmanager
+        def mount(*options: str) -> Iterator[tuple[Path, CpuMeter]]:
+            mountpoint = cluster.workdir / ("mnt-" + "-".join(options) if options else "mnt")
+            mountpoint.mkdir()
+            with _mounted(mountpoint, env, cluster.workdir, *options):
+                pids = {
+                    "mount": pids_of("plasmafs.mount", str(mountpoint)),
+                    "namenode": [cluster.namenode_pid],
+                    "datanodes": cluster.datanode_pids,
+                }
+                yield mountpoint, CpuMeter(pids, cluster.pg.datadir)
+
+        yield mount
+
+
+def _commit_of(python: str) -> str:
+    """The git commit of the plasmafs that `python` imports ("?" if not a checkout)."""
+    code = "import pathlib, plasmafs.core as c; print(pathlib.Path(c.__file__).parents[1])"
+    where = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return head.stdout.strip() or "?"
+
+
+@contextmanager
+def _interpreter(python: str) -> Iterator[None]:
+    """Start the cluster's daemons, the mount and the programs with `python` (each is
+    started as `sys.executable -m ...`) for the block."""
+    saved, sys.executable = sys.executable, python
+    try:
+        yield
+    finally:
+        sys.executable = saved
 
 
 @contextmanager
@@ -305,6 +469,7 @@ def _show(value: Any) -> str:
 
 def markdown(f: dict[str, Any], command: str) -> str:
     """The BENCHMARKS.md section for these figures."""
+    sides = [side for side in SIDES if side in f]
     lines = [
         "## The mount (`loadtests/mount_bench.py`)",
         "",
@@ -314,21 +479,64 @@ def markdown(f: dict[str, Any], command: str) -> str:
         f"{f['cpus']} cores shared by all; scale {f['scale']:g}, timed rows {f['seconds']:g} s.",
         "Ratio: the mount's figure against local disk's (for times, local time / mount time:",
         "above 1 the mount is faster). Targets from the mount issue (GlusterFS and MooseFS",
-        "on this machine kind fall short of them). The data rows are measured again on a",
-        f"second mount of the same cluster with `-o {WRITEBACK}` (the kernel gathers writes",
-        "in its page cache), after the first one's rows.",
+        "on this machine kind fall short of them).",
+        *(
+            []
+            if WRITEBACK not in f
+            else [
+                f"The data rows are measured again on a second mount of the same cluster with "
+                f"`-o {WRITEBACK}`",
+                "(the kernel gathers writes in its page cache), after the first one's rows.",
+            ]
+        ),
+        *(
+            []
+            if BASELINE not in f
+            else [
+                "The baseline's mount: the data rows on a cluster and mount of the "
+                f"installation `--baseline {f['baseline python']}` runs, after the others."
+            ]
+        ),
         "",
-        f"| workload | unit | local disk | mount | ratio | mount -o {WRITEBACK} | ratio | target |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| workload | unit | local disk | "
+        + "".join(f"{SIDE_TITLES[side]} | ratio | " for side in sides)
+        + "target |",
+        "|---|---|---:|" + "---:|---:|" * len(sides) + "---:|",
     ]
     for row in ROWS:
+        if row.name not in f["local"]:
+            continue
         cells = [row.name, row.unit, _show(f["local"][row.name])]
-        for side in ("mount", WRITEBACK):
+        for side in sides:
             value = f[side].get(row.name)
-            ratio = f[f"ratios, {side}"].get(row.name)
+            ratio = f.get(f"ratios, {side}", {}).get(row.name)
             cells += ["" if value is None else _show(value), "" if ratio is None else str(ratio)]
         lines.append("| " + " | ".join([*cells, row.target]) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + cpu_markdown(f))
+
+
+def cpu_markdown(f: dict[str, Any]) -> list[str]:
+    """The table of CPU per 1 MiB file, by process, for every side measured."""
+    sides = [s for s in ("local", *SIDES) if CPU_KEY in f.get(s, {})]
+    lines = [
+        "",
+        "CPU per 1 MiB file written or read, in ms, by process: the mount's daemon, the",
+        "namenode, both datanodes, PostgreSQL (every backend), and the programs (the shells,",
+        "dd, sync, cp, and the kernel's work done in their system calls). Local disk has",
+        "the programs only.",
+        "",
+        "| workload | side | " + " | ".join(CPU_ROLES) + " | all |",
+        "|---|---|" + "---:|" * (len(CPU_ROLES) + 1),
+    ]
+    for row in CPU_ROWS:
+        for side in sides:
+            used = f[side][CPU_KEY].get(row)
+            if used is None:
+                continue
+            cells = [f"{used[r]:.2f}" if r in used else "" for r in CPU_ROLES]
+            total = f"{sum(used.values()):.2f}"
+            lines.append(f"| {row} | {side} | " + " | ".join([*cells, total]) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,14 +545,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="sizes and counts (0 < s <= 1)")
     parser.add_argument("--seconds", type=float, default=30.0, help="length of timed rows")
     parser.add_argument("--update", type=Path, help="rewrite this BENCHMARKS.md section")
+    parser.add_argument("--data-only", action="store_true", help="the data rows only")
+    parser.add_argument(
+        "--baseline",
+        metavar="PYTHON",
+        help="also run the data rows on a cluster of another installation of plasmafs "
+        "(the Python interpreter of its environment: the CPU table compares them)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.scale <= 1:
         parser.error("--scale must be in (0, 1]")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
-    figures = run(args.scale, args.seconds)
+    figures = run(args.scale, args.seconds, args.data_only, args.baseline)
     figures["date"] = time.strftime("%Y-%m-%d")
     command = f"python -m loadtests.mount_bench --scale {args.scale:g} --seconds {args.seconds:g}"
+    print(json.dumps(figures), flush=True)  # first: the figures whatever happens next
     text = markdown(figures, command)
     print(text)
     if args.update:
