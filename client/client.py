@@ -34,7 +34,7 @@ from plasmafs.core.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from plasmafs.core.paths import Where
+from plasmafs.core.paths import At, Where
 from plasmafs.core.proto import namenode_pb2 as pb
 
 if TYPE_CHECKING:
@@ -358,7 +358,7 @@ class Client:
 
     async def open(
         self,
-        path: str | int,
+        path: str | int | At,
         mode: str = "rb",
         *,
         replication: int = 0,
@@ -367,6 +367,7 @@ class Client:
         commit_every: int | None = None,
         known: Attr | None = None,
         empty: bool = False,
+        new: bool = False,
     ) -> FileReader | FileWriter | FileEditor:
         """A file object: "rb" reads, "wb" creates or truncates and writes, "r+b" changes
         an existing file in place (`FileEditor`: writes at any offset, truncate,
@@ -378,18 +379,13 @@ class Client:
         between commits, default 1 GiB), `known` (a file given by inode number, with its
         attributes as last seen: opening does not wait for the namenode), `empty` (with
         `known`: a file the caller created and nobody else writes, nothing to
-        truncate; see `FileWriter.open`).
+        truncate; see `FileWriter.open`), `new` (with `known` and a name: the writer
+        creates the file `known` describes, with the inode number the connection
+        reserved for it, in the transaction its content commits in).
         """
         from plasmafs.client.file_reader import FileReader
         from plasmafs.client.file_writer import COMMIT_EVERY, FileWriter
 
-        if mode == "r+b":
-            from plasmafs.client.editing import FileEditor
-
-            ino = path if isinstance(path, int) else (await self.stat(path)).ino
-            return await FileEditor(self.begin, self._reads, self.data, ino).open()
-        if mode == "rb":
-            return await self._read(lambda reads: FileReader(reads, self.data, path).open())
         if mode == "wb":
             return await FileWriter(
                 self.begin,
@@ -399,7 +395,17 @@ class Client:
                 blocksize=blocksize,
                 size_hint=size_hint,
                 commit_every=COMMIT_EVERY if commit_every is None else commit_every,
-            ).open(known=known, empty=empty)
+            ).open(known=known, empty=empty, new=new)
+        if isinstance(path, At):
+            raise InvalidArgumentError("a file is read by path or inode number")
+        if mode == "r+b":
+            from plasmafs.client.editing import FileEditor
+
+            ino = path if isinstance(path, int) else (await self.stat(path)).ino
+            return await FileEditor(self.begin, self._reads, self.data, ino).open()
+        if mode == "rb":
+            where = path
+            return await self._read(lambda reads: FileReader(reads, self.data, where).open())
         raise InvalidArgumentError(f"mode must be 'rb', 'wb' or 'r+b', not {mode!r}")
 
     async def read_file(self, path: str) -> bytes:

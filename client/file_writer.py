@@ -25,6 +25,7 @@ from plasmafs.core.errors import (
     NoSpaceError,
     UnavailableError,
 )
+from plasmafs.core.paths import At
 
 RUN_BLOCKS = 128  # blocks requested per allocation when the size is unknown
 MAX_RUN_BLOCKS = 1024  # blocks requested per allocation at most
@@ -44,7 +45,7 @@ class FileWriter(FileObject):
         self,
         txn_factory: Callable[[], Awaitable[Transaction]],
         channels: DataChannels,
-        path: str | int,
+        path: str | int | At,
         *,
         replication: int = 0,
         blocksize: int = 0,
@@ -74,10 +75,13 @@ class FileWriter(FileObject):
         # while the next extent streams (for rep 1 that is another datanode).
         self._finishing: list[asyncio.Task[int]] = []
         self._times_set = False  # an mtime was set while writing: close keeps it
-        self._truncation: asyncio.Future[Attr] | None = None  # sent by open, not awaited
+        # The creation or truncation open sent, not awaited yet.
+        self._truncation: asyncio.Future[Attr] | None = None
         self.closed = False
 
-    async def open(self, *, known: Attr | None = None, empty: bool = False) -> FileWriter:
+    async def open(
+        self, *, known: Attr | None = None, empty: bool = False, new: bool = False
+    ) -> FileWriter:
         """Create the file, or truncate an existing one, in a new transaction (a file
         given by inode number exists: it is truncated).
 
@@ -85,8 +89,23 @@ class FileWriter(FileObject):
         saw them. The truncation then goes out without waiting for its answer, which
         the first request that needs it, or close, awaits (and raises its error).
         `empty` (with `known`): the caller created that file, it has no content and
-        nobody else writes it, so there is nothing to truncate and none is sent."""
+        nobody else writes it, so there is nothing to truncate and none is sent.
+        `new` (with `known`, the file given by name): this transaction creates it,
+        as the file `known` describes (an inode number the connection reserved, its
+        mode), without waiting: it exists once the content is committed with it."""
         t = await self._new_txn()
+        if known is not None and new:
+            assert not isinstance(self.path, int)
+            created = t.create(
+                self.path,
+                known.mode & 0o7777,
+                replication=self._replication,
+                blocksize=self._blocksize,
+                ino=known.ino,
+            )
+            self._truncation = asyncio.ensure_future(self._regular_file(created))
+            self.attr, self._bs = known, known.blocksize
+            return self
         if known is not None and isinstance(self.path, int):
             if not (empty and known.size == 0):
                 self._truncation = asyncio.ensure_future(self._truncate(t, self.path))
@@ -234,8 +253,10 @@ class FileWriter(FileObject):
             self.attr = await truncation
 
     async def _allocate(self) -> None:
-        await self._opened()
         assert self._txn is not None and self.attr is not None
+        # The first allocation goes out right behind what open sent (ordered in the
+        # transaction): one round trip for both.
+        opening, self._truncation = self._truncation, None
         next_block = self._written // self._bs
         if self._size_hint is not None:
             left = max(self._size_hint - self._written, 1)
@@ -247,7 +268,12 @@ class FileWriter(FileObject):
         want = min(want, self._max_run)
         while True:
             try:
-                blocks = await self._txn.allocate(self.attr.ino, next_block, want)
+                allocation = self._txn.allocate(self.attr.ino, next_block, want)
+                if opening is not None:
+                    self.attr, blocks = await answers(opening, allocation)
+                    opening = None
+                else:
+                    blocks = await allocation
                 break
             except NoSpaceError:
                 if want == 1:

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import pyfuse3
 
-from plasmafs.client import Client
+from plasmafs.client import At, Client
 from plasmafs.client.editing import FileEditor
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
@@ -64,7 +64,14 @@ class OpenFile:
     reader, writer or editor made for it."""
 
     def __init__(
-        self, fs: Client, attr: Attr, *, writable: bool, created_empty: bool = False
+        self,
+        fs: Client,
+        attr: Attr,
+        *,
+        writable: bool,
+        created_empty: bool = False,
+        create_at: At | None = None,
+        replication: int = 0,
     ) -> None:
         self.fs = fs
         self.attr = attr
@@ -76,6 +83,10 @@ class OpenFile:
         # Made by this mount and given no content yet: the first writer has nothing to
         # truncate.
         self.created_empty = created_empty
+        # Not on the namenode yet: the first writer creates it there (as `attr` says),
+        # in the transaction that commits its content.
+        self.create_at = create_at
+        self.replication = replication  # of a file the first writer creates
         self._changing = asyncio.Lock()  # held by whatever changes or commits the content
 
     @classmethod
@@ -96,7 +107,7 @@ class OpenFile:
     def size(self) -> int | None:
         """The size with what this handle wrote and did not commit yet; None if it has
         nothing uncommitted."""
-        if self.writer is not None:
+        if self.writer is not None and not self.writer.closed:  # a failed one is closed
             return self.writer.tell()
         if self.editor is not None and self.editor.dirty:
             return self.editor.size
@@ -126,7 +137,15 @@ class OpenFile:
         if self.writer is not None and offset == self.writer.tell():
             return await self.writer.write(data)
         if self.writer is None and self.editor is None and offset == 0 and self.attr.size == 0:
-            writer = await self.fs.open(self.ino, "wb", known=self.attr, empty=self.created_empty)
+            if self.create_at is not None:
+                writer = await self.fs.open(
+                    self.create_at, "wb", known=self.attr, new=True, replication=self.replication
+                )
+                self.create_at = None
+            else:
+                writer = await self.fs.open(
+                    self.ino, "wb", known=self.attr, empty=self.created_empty
+                )
             self.created_empty = False
             assert isinstance(writer, FileWriter)
             self.writer = writer

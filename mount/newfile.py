@@ -1,8 +1,12 @@
 """A file the mount created in a leased directory and is writing: its content stays
-in memory, and is queued for the namenode at close, as long as it fits the namenode's
-inline limit. Content that outgrows it, a change the namenode must make to the file,
-or the release of its directory turns it into an ordinary open file (`OpenFile`) on
-the spot, which from then on answers for it: the mount keeps the same handle."""
+in memory until close. Content within the namenode's inline limit is then queued for
+the namenode; bigger content (up to KEEP_BYTES, while all such files together keep
+at most KEEP_TOTAL) streams to the datanodes at close, in a transaction that also
+creates the file if its creation is still queued: one namenode commit per file, and
+one round trip before the data moves. Content that outgrows what may be kept, a
+change the namenode must make to the file, or the release of its directory turns it
+into an ordinary open file (`OpenFile`) on the spot, which from then on answers for
+it: the mount keeps the same handle."""
 
 from __future__ import annotations
 
@@ -12,10 +16,15 @@ from dataclasses import replace
 
 import pyfuse3
 
-from plasmafs.client import Client
+from plasmafs.client import At, Client
 from plasmafs.core.attributes import Attr
 from plasmafs.mount.handles import OpenFile
 from plasmafs.mount.writebehind import WriteBehind
+
+# Content a new file keeps in memory until close, at most, and all new files together:
+# a 1 MiB file written whole then costs one namenode transaction, not two.
+KEEP_BYTES = 4 * 1024 * 1024
+KEEP_TOTAL = 64 * 1024 * 1024
 
 
 class NewFile:
@@ -32,6 +41,7 @@ class NewFile:
         self.queued = False  # some content of it was queued (the namenode will have it)
         self._attr = attr
         self._open: OpenFile | None = None  # what it became once it left memory
+        self._counted = 0  # bytes of `data` counted in the write-behind's kept_bytes
         self._turning = asyncio.Lock()  # orders writes with the turn into an OpenFile
 
     @property
@@ -82,6 +92,7 @@ class NewFile:
             if self._open is None:
                 if self._fits(offset, len(data)):
                     self.data[offset : offset + len(data)] = data
+                    self._count()
                     self.dirty = True
                     return len(data)
                 await self._leave_memory()
@@ -90,19 +101,32 @@ class NewFile:
 
     def _fits(self, offset: int, size: int) -> bool:
         """True if `size` bytes at `offset` keep the content in memory: no hole
-        before them, and within the inline limit."""
-        return offset <= len(self.data) and max(len(self.data), offset + size) <= self.limit
+        before them, and within what may be kept."""
+        return offset <= len(self.data) and self._may_keep(max(len(self.data), offset + size))
+
+    def _may_keep(self, size: int) -> bool:
+        """True if a content of `size` bytes may stay in memory."""
+        if size <= self.limit:
+            return True
+        growth = size - self._counted
+        return size <= KEEP_BYTES and self.behind.kept_bytes + growth <= KEEP_TOTAL
+
+    def _count(self) -> None:
+        """Count the content's bytes in the write-behind's total (0 once it is gone)."""
+        self.behind.kept_bytes += len(self.data) - self._counted
+        self._counted = len(self.data)
 
     def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool:
         """Keep a new size and/or mtime with the content in memory (with writeback
         caching the kernel sends times at every close; dd truncates what it opened).
         False, changing nothing, once the file left memory or for a size beyond the
         inline limit."""
-        if self._open is not None or (size is not None and size > self.limit):
+        if self._open is not None or (size is not None and not self._may_keep(size)):
             return False
         if size is not None:
             del self.data[size:]
             self.data.extend(bytes(size - len(self.data)))
+            self._count()
         if mtime_ns is not None:
             self.mtime_ns = mtime_ns
             self._attr = replace(self._attr, mtime_ns=mtime_ns)
@@ -129,31 +153,42 @@ class NewFile:
             assert self._open is not None
             return self._open
 
-    async def _leave_memory(self) -> None:
+    async def _leave_memory(self, create_at: At | None = None) -> None:
         """Become an ordinary open file: the queue is sent (the file exists on the
-        namenode then), and what was written is written again from offset 0, so that
-        the rest streams to the datanodes."""
+        namenode then), unless the file's creation was claimed for its writer (then
+        created `create_at` with the content), and what was written is written again
+        from offset 0, so that the rest streams to the datanodes."""
         if self.dirty and not self.data:  # a truncation to nothing, or new times
             await self.behind.content(self.ino, self._to_queue(), self.mtime_ns)
-        await self.behind.send_reporting()
+        if create_at is None:
+            await self.behind.send_reporting()
         attr = self.behind.attr(self.ino) or self._attr
         handle = OpenFile(
             self.fs,
             replace(attr, size=0) if self.data else attr,
             writable=True,
             created_empty=not self.queued,
+            create_at=create_at,
+            replication=self.behind.replication,
         )
         self._open = handle
-        if self.data:
-            await handle.write(0, bytes(self.data))
+        data, self.data = self.data, bytearray()
+        self._count()
+        if data:
+            await handle.write(0, bytes(data))
+            if self.mtime_ns is not None:  # set by the program: kept with the content
+                await handle.setattr(mtime_ns=self.mtime_ns)
 
     async def commit(self) -> Attr:
-        """Queue what was written (flush, fsync, close); its attributes then. EIO if
-        its directory's table went with a lost session."""
+        """Queue what was written (flush, fsync, close), or stream it if it is beyond
+        the inline limit; its attributes then. EIO if its directory's table went with
+        a lost session."""
         if self._open is not None:
             return await self._open.commit()
         if not self.dirty:
             return self._attr
+        if len(self.data) > self.limit:
+            return await self._commit_kept()
         self.dirty = False
         queued = await self.behind.content(self.ino, self._to_queue(), self.mtime_ns)
         if queued is not None:
@@ -162,6 +197,26 @@ class NewFile:
             raise pyfuse3.FUSEError(errno.EIO)
         return self._attr
 
+    async def _commit_kept(self) -> Attr:
+        """Stream the content kept in memory and commit it, with the file's creation
+        if that is still queued (`WriteBehind.claim_create`)."""
+        async with self._turning:
+            if self._open is None:
+                claimed = None if self.queued else await self.behind.claim_create(self.ino)
+                created = False
+                try:
+                    await self._leave_memory(create_at=claimed)
+                    assert self._open is not None
+                    attr = await self._open.commit()
+                    created = True
+                    return attr
+                finally:
+                    if claimed is not None:
+                        assert self._open is not None
+                        self._open.create_at = None
+                        self.behind.claim_done(self.ino, created=created)
+        return await self._open.commit()
+
     def _to_queue(self) -> bytes:
         """The content, about to be queued (the namenode will then have some of it)."""
         self.queued = True
@@ -169,16 +224,24 @@ class NewFile:
 
     async def release(self) -> None:
         """The last descriptor closed: queue (or commit) what was written."""
-        if self._open is not None:
-            await self._open.release()
-        else:
-            await self.commit()
+        try:
+            if self._open is not None:
+                await self._open.release()
+            else:
+                await self.commit()
+        finally:
+            self.data = bytearray()
+            self._count()
 
     async def abort(self) -> None:
         """The mount is going away: content kept in memory is queued all the same
         (the write-behind sends its queue as it closes); an ordinary open file gives
         up what it did not commit."""
-        if self._open is not None:
-            await self._open.abort()
-        else:
-            await self.commit()
+        try:
+            if self._open is not None:
+                await self._open.abort()
+            else:
+                await self.commit()
+        finally:
+            self.data = bytearray()
+            self._count()

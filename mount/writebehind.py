@@ -118,6 +118,11 @@ class WriteBehind:
         self._closing = False
         self._releasing: set[asyncio.Task[None]] = set()
         self._leasing: dict[int, asyncio.Task[LeasedDir | None]] = {}  # existing dirs
+        # Files whose queued creation their writer took along (`claim_create`): set
+        # once that writer's transaction ended.
+        self._claims: dict[int, asyncio.Event] = {}
+        self._claimed: dict[int, _Change] = {}
+        self.kept_bytes = 0  # content new files keep in memory (`NewFile`), all together
         self._refused: dict[int, float] = {}  # directory -> not tried again before then
         # Called with the inodes of a directory about to be released, while its table
         # still stands: files open in memory there become ordinary open files.
@@ -326,8 +331,12 @@ class WriteBehind:
 
     async def send(self) -> None:
         """Send every queued change now, in one transaction, and wait for its commit
-        (after that of a send under way, whose changes left the queue already)."""
+        (after that of a send under way, whose changes left the queue already, and
+        after the writers of files whose creation they took along: what was queued
+        since may concern those files)."""
         async with self._sending:
+            while self._claims:
+                await next(iter(self._claims.values())).wait()
             changes, self._queue = self._queue, []
             if not changes:
                 return
@@ -380,6 +389,37 @@ class WriteBehind:
         if c.kind == "unlink":
             return t.unlink(At(c.parent, c.name))
         return t.rmdir(At(c.parent, c.name))
+
+    async def claim_create(self, ino: int) -> At | None:
+        """Take the queued creation of new file `ino` out of the queue, for the
+        transaction that writes its content to create it too (one commit, not two);
+        where it is created then. None, and the queue stays as it is, if the creation
+        is not queued any more, its directory is not on the namenode yet, or another
+        queued change concerns the same file or name. `claim_done` ends the claim;
+        until then sends wait (changes queued meanwhile may concern the file)."""
+        async with self._sending:  # not while a send under way may concern the file
+            mine = [c for c in self._queue if c.ino == ino]
+            if len(mine) != 1 or mine[0].kind != "create" or mine[0].parent in self.unsent:
+                return None
+            create = mine[0]
+            if any(c.parent == create.parent and c.name == create.name and c is not create
+                   for c in self._queue):  # fmt: skip
+                return None
+            self._queue.remove(create)
+            self._claims[ino] = asyncio.Event()
+            self._claimed[ino] = create
+            return At(create.parent, create.name)
+
+    def claim_done(self, ino: int, *, created: bool) -> None:
+        """The writer of a claimed file ended its transaction: the file was `created`
+        with its content, or, if not, its creation is queued again (first: later
+        changes may concern it), as if it had never left."""
+        create = self._claimed.pop(ino)
+        if not created and self._conn is not None and not self._conn.closed:
+            self._queue.insert(0, create)
+        else:
+            self.unsent.discard(ino)
+        self._claims.pop(ino).set()
 
     async def release(self, dirs: list[int]) -> None:
         """Send the queue, then let go of `dirs`: their tables go, the namenode answers."""

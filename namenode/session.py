@@ -48,6 +48,7 @@ Handler = Callable[["Session", Txn | None, pb.Request, pb.Response], Awaitable[N
 # Requests of one transaction run back to back; after this many the task lets the loop
 # serve other transactions (and send the responses so far).
 YIELD_EVERY = 64
+ENDINGS = frozenset(["commit", "abort"])  # the last request of a transaction
 
 
 class Session:
@@ -168,7 +169,10 @@ class Session:
         try:
             handled = 0
             while queue:
-                await self._handle(queue[0])
+                # With the commit already here, the answers before it wait for its own:
+                # the client sent them all together, and one frame carries them back.
+                ends = len(queue) > 1 and queue[-1].WhichOneof("op") in ENDINGS
+                await self._handle(queue[0], hold=ends)
                 queue.popleft()
                 handled += 1
                 if handled % YIELD_EVERY == 0:
@@ -181,7 +185,7 @@ class Session:
         self._tasks.discard(task)
         self._out_ready.set()
 
-    async def _handle(self, request: pb.Request) -> None:
+    async def _handle(self, request: pb.Request, *, hold: bool = False) -> None:
         response = pb.Response(id=request.id)
         op = request.WhichOneof("op")
         started = time.perf_counter()
@@ -201,7 +205,8 @@ class Session:
         if response.HasField("error"):
             self.metrics.error(op or "none", response.error.code)
         self._out.append(response)
-        self._out_ready.set()
+        if not hold:
+            self._out_ready.set()
 
     async def _execute(self, op: str, request: pb.Request, response: pb.Response) -> None:
         self.transactions.check_serving()

@@ -117,6 +117,33 @@ def test_a_new_big_file_is_written_without_a_truncation(
         assert fs.read_file("/d/grown") == b"small" + data
 
 
+def test_a_new_file_beyond_the_inline_limit_is_created_with_its_content(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    address = inline_cluster.namenode.address
+    (mount.path / "d").mkdir()
+    (mount.path / "d" / "first").write_bytes(b"the directory is on the namenode")
+    os.sync()  # nothing else queued: what follows is each file's own commit
+    data = os.urandom(300_000)
+    before = namenode_requests(address)
+    for k in range(10):
+        (mount.path / "d" / f"f{k}").write_bytes(data)
+    made = namenode_requests(address)
+    assert made.get("commit", 0) - before.get("commit", 0) == 10  # not two per file
+    # A program's times stay with content kept in memory (cp -p sets them before close).
+    stamp = 1_600_000_000_123_456_789
+    with open(mount.path / "d" / "dated", "wb") as f:
+        f.write(data)
+        os.utime(f.fileno(), ns=(stamp, stamp))
+        # Another open meanwhile sees what was committed: an empty file.
+        assert (mount.path / "d" / "dated").read_bytes() == b""
+    with SyncClient(address) as fs:
+        for k in range(10):
+            assert fs.read_file(f"/d/f{k}") == data
+        assert fs.read_file("/d/dated") == data
+        assert fs.stat("/d/dated").mtime_ns == stamp
+
+
 def test_a_change_through_the_namenode_waits_for_a_send_under_way(mount: Mount) -> None:
     # The queue goes out every 0.1 s in a transaction of a few milliseconds; a chmod
     # right after a close must wait for the one under way that creates the file.
