@@ -258,10 +258,10 @@ class FileWriter(FileObject):
         # transaction): one round trip for both.
         opening, self._truncation = self._truncation, None
         next_block = self._written // self._bs
-        if self._size_hint is not None:
-            left = max(self._size_hint - self._written, 1)
+        if self._size_hint is not None and self._size_hint > self._written:
+            left = self._size_hint - self._written
             want = min(MAX_RUN_BLOCKS, (left + self._bs - 1) // self._bs)
-        else:
+        else:  # unknown, or past what was announced
             want = RUN_BLOCKS
         until_commit = self._commit_every - self._since_commit
         want = max(1, min(want, (until_commit + self._bs - 1) // self._bs))  # end at a commit

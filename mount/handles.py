@@ -72,6 +72,7 @@ class OpenFile:
         created_empty: bool = False,
         create_at: At | None = None,
         replication: int = 0,
+        size_hint: int | None = None,
     ) -> None:
         self.fs = fs
         self.attr = attr
@@ -87,6 +88,7 @@ class OpenFile:
         # in the transaction that commits its content.
         self.create_at = create_at
         self.replication = replication  # of a file the first writer creates
+        self.size_hint = size_hint  # what the first writer will write, if known
         self._changing = asyncio.Lock()  # held by whatever changes or commits the content
 
     @classmethod
@@ -139,12 +141,21 @@ class OpenFile:
         if self.writer is None and self.editor is None and offset == 0 and self.attr.size == 0:
             if self.create_at is not None:
                 writer = await self.fs.open(
-                    self.create_at, "wb", known=self.attr, new=True, replication=self.replication
+                    self.create_at,
+                    "wb",
+                    known=self.attr,
+                    new=True,
+                    replication=self.replication,
+                    size_hint=self.size_hint,
                 )
                 self.create_at = None
             else:
                 writer = await self.fs.open(
-                    self.ino, "wb", known=self.attr, empty=self.created_empty
+                    self.ino,
+                    "wb",
+                    known=self.attr,
+                    empty=self.created_empty,
+                    size_hint=self.size_hint,
                 )
             self.created_empty = False
             assert isinstance(writer, FileWriter)

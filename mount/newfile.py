@@ -153,11 +153,12 @@ class NewFile:
             assert self._open is not None
             return self._open
 
-    async def _leave_memory(self, create_at: At | None = None) -> None:
+    async def _leave_memory(self, create_at: At | None = None, *, whole: bool = False) -> None:
         """Become an ordinary open file: the queue is sent (the file exists on the
         namenode then), unless the file's creation was claimed for its writer (then
         created `create_at` with the content), and what was written is written again
-        from offset 0, so that the rest streams to the datanodes."""
+        from offset 0, so that the rest streams to the datanodes (`whole`: all of the
+        content, at close: blocks are reserved for it alone)."""
         if self.dirty and not self.data:  # a truncation to nothing, or new times
             await self.behind.content(self.ino, self._to_queue(), self.mtime_ns)
         if create_at is None:
@@ -170,6 +171,7 @@ class NewFile:
             created_empty=not self.queued,
             create_at=create_at,
             replication=self.behind.replication,
+            size_hint=len(self.data) if whole else None,
         )
         self._open = handle
         data, self.data = self.data, bytearray()
@@ -205,7 +207,7 @@ class NewFile:
                 claimed = None if self.queued else await self.behind.claim_create(self.ino)
                 created = False
                 try:
-                    await self._leave_memory(create_at=claimed)
+                    await self._leave_memory(create_at=claimed, whole=True)
                     assert self._open is not None
                     attr = await self._open.commit()
                     created = True
