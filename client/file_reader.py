@@ -58,15 +58,11 @@ class FileReader(FileObject):
 
     async def open(self) -> FileReader:
         """Fetch the attributes and the whole block list (the only namenode requests while
-        the tickets live); by inode number, both in one round trip."""
+        the tickets live); by inode number, one request (the block list carries them)."""
         if isinstance(self.path, int):
-            sent = self._reads.getattr(self.path), self._reads.blocks(self.path)
-            attr, blocks = await asyncio.gather(*sent, return_exceptions=True)
-            if isinstance(attr, BaseException):
-                raise attr
+            blocks = await self._reads.blocks(self.path)
+            attr = blocks.attr or await self._reads.getattr(self.path)
             check_regular(attr, self.path)
-            if isinstance(blocks, BaseException):
-                raise blocks
         else:
             attr = check_regular(await self._reads.stat(self.path), self.path)
             blocks = await self._reads.blocks(attr.ino)

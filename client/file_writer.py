@@ -220,6 +220,9 @@ class FileWriter(FileObject):
         for queue, task in zip(self._queues, self._tasks, strict=True):
             if task.done():
                 task.result()
+            if not queue.full():  # room: no task and no wait
+                queue.put_nowait(chunk)
+                continue
             put = asyncio.ensure_future(queue.put(chunk))
             done, _ = await asyncio.wait({put, task}, return_when=asyncio.FIRST_COMPLETED)
             if put not in done:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 from typing import Any
@@ -517,11 +518,24 @@ class Transaction(Reads):
 
 async def answers(*sent: Awaitable[Any]) -> list[Any]:
     """The results of requests sent together, once every one is answered (none is left
-    unawaited); the first failure among them is raised."""
-    results = await asyncio.gather(*sent, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+    unawaited); the first failure among them is raised. Awaited one after another in
+    this task: the requests left already, and asyncio.gather would make (and
+    schedule) a task for each."""
+    results: list[Any] = []
+    failure: BaseException | None = None
+    try:
+        for answer in sent:
+            try:
+                results.append(await answer)
+            except Exception as exc:
+                results.append(exc)
+                failure = failure or exc
+    finally:
+        for unawaited in sent[len(results) + 1 :]:  # cancelled: close the rest
+            if inspect.iscoroutine(unawaited):
+                unawaited.close()
+    if failure is not None:
+        raise failure
     return results
 
 

@@ -224,6 +224,7 @@ class BlockList:
     # A small file's content kept by the namenode (then there are no extents): its
     # first bytes, the rest up to size reading as zeros. None: the content is in blocks.
     inline: bytes | None = None
+    attr: Attr | None = None  # the file's attributes (None from an older namenode)
 
     @classmethod
     def from_wire(cls, b: pb.BlockList) -> BlockList:
@@ -253,4 +254,5 @@ class BlockList:
             b.size,
             b.replication,
             b.inline if b.HasField("inline") else None,
+            Attr.from_wire(b.attr) if b.HasField("attr") else None,
         )

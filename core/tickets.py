@@ -15,7 +15,6 @@ blocks through a failover.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import struct
 import time
@@ -33,7 +32,7 @@ def _digest(secret: bytes, t: dpb.Ticket) -> bytes:
         t.datanode_id, t.block_start, t.block_count, t.write, t.expires_unix_ms, t.credential,
         t.term, t.owner_ino, t.owner_generation, t.owner_index,
     )  # fmt: skip
-    return hmac.new(secret, payload, hashlib.sha256).digest()
+    return hmac.digest(secret, payload, "sha256")  # one C call, no HMAC object
 
 
 def sign(

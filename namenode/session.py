@@ -499,6 +499,7 @@ def _outside_transactions(t: Txn | None, what: str) -> None:
 
 
 def _block_list(out: pb.BlockList, inode: Inode, grants: list[Extent]) -> None:
+    inode.attr.to_wire(out.attr)  # a reader opening the file needs no getattr
     out.blocksize = inode.attr.blocksize
     out.size = inode.attr.size
     out.replication = inode.attr.replication

@@ -587,18 +587,20 @@ class Extent(_message.Message):
     def __init__(self, file_index: _Optional[int] = ..., block_count: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[Replica, _Mapping]]] = ...) -> None: ...
 
 class BlockList(_message.Message):
-    __slots__ = ("extents", "blocksize", "size", "replication", "inline")
+    __slots__ = ("extents", "blocksize", "size", "replication", "inline", "attr")
     EXTENTS_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
+    ATTR_FIELD_NUMBER: _ClassVar[int]
     extents: _containers.RepeatedCompositeFieldContainer[Extent]
     blocksize: int
     size: int
     replication: int
     inline: bytes
-    def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ...) -> None: ...
+    attr: Attr
+    def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page", "inodes", "lease_news")
