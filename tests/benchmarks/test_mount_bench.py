@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.mount_bench import ROWS, WRITEBACK
+from loadtests.mount_bench import CPU_KEY, CPU_ROWS, ROWS, WRITEBACK
 
 pytestmark = pytest.mark.benchmark_smoke  # benchmarks run briefly, on a small scale
 
@@ -57,7 +57,13 @@ def test_mount_bench_measures_every_workload_and_reports_it(tmp_path: Path) -> N
         assert figures[side]["3 writers + 10 readers: errors"] == 0
     cached = figures[WRITEBACK]  # the data rows, on a mount whose kernel caches writes
     assert {"dd write 1 KiB", "dd read 64 KiB, cold", "1 MiB files, 8 readers"} <= set(cached)
-    assert all(value > 0 for value in cached.values())
+    assert all(value > 0 for key, value in cached.items() if key != CPU_KEY)
+    # The CPU of every process of the cluster, per 1 MiB file, for every data workload.
+    for side in ("mount", WRITEBACK):
+        for row in CPU_ROWS:
+            used = figures[side][CPU_KEY][row]
+            assert {"mount", "namenode", "datanodes", "PostgreSQL", "programs"} <= set(used)
+            assert used["mount"] > 0 and used["programs"] > 0, (side, row)
     assert "| tree build | s |" in benchmarks.read_text()
     assert f"mount -o {WRITEBACK}" in benchmarks.read_text()
     assert not left_mounted
