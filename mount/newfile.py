@@ -34,7 +34,9 @@ class NewFile:
         self.fs = fs
         self.behind = behind
         self.limit = limit
-        self.data = bytearray()
+        # The content: the bytes of a single write from offset 0 as they came (no copy
+        # for a file written in one write), else a bytearray.
+        self.data: bytes | bytearray = bytearray()
         self.dirty = False  # written since its content was last queued
         self.mtime_ns: int | None = None  # set by the program (or the kernel), if it was
         self.removed = False  # unlinked through this mount: its content goes nowhere
@@ -87,11 +89,14 @@ class NewFile:
 
     async def write(self, offset: int, data: bytes) -> int:
         """Write `data` at `offset`: in memory while it fits (no hole before it, and
-        within the inline limit), else through the ordinary open file it becomes."""
+        within what may be kept), else through the ordinary open file it becomes."""
         async with self._turning:
             if self._open is None:
                 if self._fits(offset, len(data)):
-                    self.data[offset : offset + len(data)] = data
+                    if not self.data and offset == 0 and isinstance(data, bytes):
+                        self.data = data
+                    else:
+                        self._editable()[offset : offset + len(data)] = data
                     self._count()
                     self.dirty = True
                     return len(data)
@@ -111,6 +116,12 @@ class NewFile:
         growth = size - self._counted
         return size <= KEEP_BYTES and self.behind.kept_bytes + growth <= KEEP_TOTAL
 
+    def _editable(self) -> bytearray:
+        """The content as a bytearray (copied once from the bytes of a first write)."""
+        if not isinstance(self.data, bytearray):
+            self.data = bytearray(self.data)
+        return self.data
+
     def _count(self) -> None:
         """Count the content's bytes in the write-behind's total (0 once it is gone)."""
         self.behind.kept_bytes += len(self.data) - self._counted
@@ -124,8 +135,9 @@ class NewFile:
         if self._open is not None or (size is not None and not self._may_keep(size)):
             return False
         if size is not None:
-            del self.data[size:]
-            self.data.extend(bytes(size - len(self.data)))
+            data = self._editable()
+            del data[size:]
+            data.extend(bytes(size - len(data)))
             self._count()
         if mtime_ns is not None:
             self.mtime_ns = mtime_ns
