@@ -76,7 +76,7 @@ class FileWriter(FileObject):
         self._finishing: list[asyncio.Task[int]] = []
         self._times_set = False  # an mtime was set while writing: close keeps it
         # The creation or truncation open sent, not awaited yet.
-        self._truncation: asyncio.Future[Attr] | None = None
+        self._opening: asyncio.Future[Attr] | None = None
         self.closed = False
 
     async def open(
@@ -103,12 +103,12 @@ class FileWriter(FileObject):
                 blocksize=self._blocksize,
                 ino=known.ino,
             )
-            self._truncation = asyncio.ensure_future(self._regular_file(created))
+            self._opening = asyncio.ensure_future(self._regular_file(created))
             self.attr, self._bs = known, known.blocksize
             return self
         if known is not None and isinstance(self.path, int):
             if not (empty and known.size == 0):
-                self._truncation = asyncio.ensure_future(self._truncate(t, self.path))
+                self._opening = asyncio.ensure_future(self._truncate(t, self.path))
             self.attr, self._bs = known, known.blocksize
             return self
         try:
@@ -250,16 +250,16 @@ class FileWriter(FileObject):
         ]
 
     async def _opened(self) -> None:
-        """The truncation that open sent, answered."""
-        truncation, self._truncation = self._truncation, None
-        if truncation is not None:
-            self.attr = await truncation
+        """The creation or truncation that open sent, answered."""
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            self.attr = await opening
 
     async def _allocate(self) -> None:
         assert self._txn is not None and self.attr is not None
         # The first allocation goes out right behind what open sent (ordered in the
         # transaction): one round trip for both.
-        opening, self._truncation = self._truncation, None
+        opening, self._opening = self._opening, None
         next_block = self._written // self._bs
         if self._size_hint is not None and self._size_hint > self._written:
             left = self._size_hint - self._written
@@ -342,8 +342,8 @@ class FileWriter(FileObject):
             # Sent together with the content and the commit: one round trip.
             attr = t.setattr(self.attr.ino, size=self._written, mtime_now=not self._times_set)
             committed = t.commit(unless_failed=True)
-            truncation, self._truncation = self._truncation, None
-            sent = [x for x in (truncation, inlined) if x is not None]
+            opening, self._opening = self._opening, None
+            sent = [x for x in (opening, inlined) if x is not None]
             self.attr = (await answers(*sent, attr, committed))[-2]
         except BaseException:
             await self._fail()
@@ -357,9 +357,9 @@ class FileWriter(FileObject):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        truncation, self._truncation = self._truncation, None
-        if truncation is not None:
-            await asyncio.gather(truncation, return_exceptions=True)  # the abort says why
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            await asyncio.gather(opening, return_exceptions=True)  # the abort says why
         if self._txn is not None:
             await self._txn.abort()
 

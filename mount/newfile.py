@@ -28,7 +28,7 @@ KEEP_TOTAL = 64 * 1024 * 1024
 
 
 class NewFile:
-    """One open file description of a new small file (see the module's docstring)."""
+    """One open file description of a new file (see the module's docstring)."""
 
     def __init__(self, fs: Client, behind: WriteBehind, attr: Attr, limit: int) -> None:
         self.fs = fs
@@ -130,8 +130,8 @@ class NewFile:
     def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool:
         """Keep a new size and/or mtime with the content in memory (with writeback
         caching the kernel sends times at every close; dd truncates what it opened).
-        False, changing nothing, once the file left memory or for a size beyond the
-        inline limit."""
+        False, changing nothing, once the file left memory or for a size beyond what
+        may be kept."""
         if self._open is not None or (size is not None and not self._may_keep(size)):
             return False
         if size is not None:
@@ -226,8 +226,8 @@ class NewFile:
                     return attr
                 finally:
                     if claimed is not None:
-                        assert self._open is not None
-                        self._open.create_at = None
+                        if self._open is not None:  # created (or not) by now: never again
+                            self._open.create_at = None
                         self.behind.claim_done(self.ino, created=created)
         return await self._open.commit()
 
