@@ -518,24 +518,29 @@ class Transaction(Reads):
 
 async def answers(*sent: Awaitable[Any]) -> list[Any]:
     """The results of requests sent together, once every one is answered (none is left
-    unawaited); the first failure among them is raised. Awaited one after another in
+    unawaited); the first failure among them is raised."""
+    results = await results_of(*sent)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+async def results_of(*answers: Awaitable[object]) -> list[object]:
+    """The result or the exception of each of `answers`, awaited one after another in
     this task: the requests left already, and asyncio.gather would make (and
-    schedule) a task for each."""
-    results: list[Any] = []
-    failure: BaseException | None = None
+    schedule) a task for each (a write-behind send carries thousands)."""
+    results: list[object] = []
     try:
-        for answer in sent:
+        for answer in answers:
             try:
                 results.append(await answer)
             except Exception as exc:
                 results.append(exc)
-                failure = failure or exc
     finally:
-        for unawaited in sent[len(results) + 1 :]:  # cancelled: close the rest
+        for unawaited in answers[len(results) + 1 :]:  # cancelled: close the rest
             if inspect.iscoroutine(unawaited):
                 unawaited.close()
-    if failure is not None:
-        raise failure
     return results
 
 

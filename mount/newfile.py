@@ -122,6 +122,11 @@ class NewFile:
             self.data = bytearray(self.data)
         return self.data
 
+    def _drop_content(self) -> None:
+        """Let go of the content kept in memory (and of its share of the total)."""
+        self.data = bytearray()
+        self._count()
+
     def _count(self) -> None:
         """Count the content's bytes in the write-behind's total (0 once it is gone)."""
         self.behind.kept_bytes += len(self.data) - self._counted
@@ -186,8 +191,8 @@ class NewFile:
             size_hint=len(self.data) if whole else None,
         )
         self._open = handle
-        data, self.data = self.data, bytearray()
-        self._count()
+        data = self.data
+        self._drop_content()
         if data:
             await handle.write(0, bytes(data))
             if self.mtime_ns is not None:  # set by the program: kept with the content
@@ -244,8 +249,7 @@ class NewFile:
             else:
                 await self.commit()
         finally:
-            self.data = bytearray()
-            self._count()
+            self._drop_content()
 
     async def abort(self) -> None:
         """The mount is going away: content kept in memory is queued all the same
@@ -257,5 +261,4 @@ class NewFile:
             else:
                 await self.commit()
         finally:
-            self.data = bytearray()
-            self._count()
+            self._drop_content()

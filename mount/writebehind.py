@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import inspect
 import logging
 import stat
 import time
@@ -43,7 +42,7 @@ import pyfuse3
 from plasmafs.client import At, Client
 from plasmafs.client.connection import Connection
 from plasmafs.client.session_requests import SessionRequests
-from plasmafs.client.transaction import Transaction
+from plasmafs.client.transaction import Transaction, results_of
 from plasmafs.core.attributes import Attr, DirEntry, FileKind
 from plasmafs.core.errors import BusyError, ConnectionLostError, PlasmaError
 
@@ -580,24 +579,6 @@ class WriteBehind:
             ino, kind, mode, d.uid, d.gid, 0, now, now, 2 if is_dir else 1,
             self.replication or d.replication, d.blocksize, 1,
         )  # fmt: skip
-
-
-async def results_of(*answers: Awaitable[object]) -> list[object]:
-    """The result or the exception of each of `answers`, awaited one after another in
-    this task: the requests left already, and a send carries thousands of them, for
-    which asyncio.gather would make (and schedule) a task each."""
-    results: list[object] = []
-    try:
-        for answer in answers:
-            try:
-                results.append(await answer)
-            except Exception as exc:
-                results.append(exc)
-    finally:
-        for unawaited in answers[len(results) + 1 :]:  # cancelled: close the rest
-            if inspect.iscoroutine(unawaited):
-                unawaited.close()
-    return results
 
 
 async def _second(first: Awaitable[object], second: Awaitable[Attr]) -> Attr:

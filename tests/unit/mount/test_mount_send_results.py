@@ -1,4 +1,4 @@
-"""The write-behind's answers of one send (`writebehind.results_of`): every change's
+"""The write-behind's answers of one send (`transaction.results_of`): every change's
 result or failure in order, awaited in the sending task, and a cancelled send leaves
 no coroutine behind unawaited."""
 
@@ -8,8 +8,8 @@ import asyncio
 import gc
 import warnings
 
+from plasmafs.client.transaction import results_of
 from plasmafs.core.errors import ExistsError
-from plasmafs.mount.writebehind import results_of
 
 
 async def _answer(value: object, delay: float = 0.0) -> object:
