@@ -18,6 +18,10 @@ from plasmafs.local.postgres import SYSTEM_USER, LocalPostgres, program_path
 SERVER = "pg"  # the server's name in Barman's configuration
 
 
+class BarmanFailed(RuntimeError):
+    """A barman command failed; the message holds what it printed."""
+
+
 @dataclass
 class Barman:
     """A Barman home for one server; `start()` before use, `stop()` after."""
@@ -61,6 +65,9 @@ class Barman:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        # A backup first checks that WAL is archived, giving a switched segment only
+        # 10 s to arrive: on a loaded host the receiver may not stream by then.
+        self.archive_now()
 
     def backup(self) -> str:
         """Take a base backup and wait for its WAL; its id."""
@@ -81,7 +88,7 @@ class Barman:
             subprocess.run(["chown", "-R", f"{SYSTEM_USER}:", str(target)], check=True)
 
     def run(self, *args: str) -> str:
-        """A barman command's output; CalledProcessError with its output on failure."""
+        """A barman command's output; BarmanFailed with its output on failure."""
         done = subprocess.run(
             [str(ha_tools.barman()), "-c", str(self.config), *args],
             capture_output=True,
@@ -89,8 +96,8 @@ class Barman:
             timeout=180,
         )
         if done.returncode != 0:
-            raise subprocess.CalledProcessError(
-                done.returncode, done.args, done.stdout + done.stderr
+            raise BarmanFailed(
+                f"barman {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
             )
         return done.stdout
 
