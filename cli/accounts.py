@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plasmafs.cli.formatting import NUMBERS, OwnerNames, aligned, table
-from plasmafs.client.accounts import AccountListing, Accounts, accounts
+from plasmafs.client.accounts import AccountListing, Accounts, UserInfo, accounts
 from plasmafs.client.client import Client
 from plasmafs.core.credentials import MAX_CREDENTIAL_ID, parse_token, write_token_file
 from plasmafs.core.errors import (
@@ -81,6 +81,16 @@ def parse_id(text: str, what: str) -> int:
     return int(text)
 
 
+def parse_uid_range(text: str) -> tuple[int, int]:
+    """FIRST-LAST (both included) or one uid."""
+    first, sep, last = text.partition("-")
+    low = parse_id(first, "uid")
+    high = parse_id(last, "uid") if sep else low
+    if low > high:
+        raise InvalidArgumentError(f"uid range {text}: the first is past the last")
+    return low, high
+
+
 def _group_ref(text: str) -> int | str:
     """A group given by gid or by name."""
     return parse_id(text, "gid") if _DECIMAL.fullmatch(text) else text
@@ -116,6 +126,8 @@ def check_arguments(args: argparse.Namespace) -> None:
             parse_id(args.gid, "gid")
         return
     action = args.user_command
+    if action == "set" and args.act_for_callers is not None:
+        parse_uid_range(args.act_for_callers)
     if action == "add":
         if args.uid is not None:
             parse_id(args.uid, "uid")
@@ -136,11 +148,16 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 async def cmd_user(fs: Client, args: argparse.Namespace) -> None:
-    """`pfs admin user add|del|list|token|revoke`."""
+    """`pfs admin user add|set|del|list|token|revoke`."""
     service = await accounts(fs)
     action = args.user_command
     if action == "add":
         await _add_user(service, args)
+    elif action == "set":
+        uids = None if args.no_act_for_callers else parse_uid_range(args.act_for_callers)
+        user = await service.set_callers(args.name, uids)
+        shown = "none" if uids is None else f"uids {uids[0]}-{uids[1]}"
+        print(f"{user.name} may act for local callers: {shown}")
     elif action == "del":
         await service.remove_user(args.name)
         print(f"removed user {args.name}")
@@ -245,7 +262,7 @@ def user_table(listing: AccountListing, *, with_credentials: bool) -> str:
     for c in listing.credentials:
         if c.live(now):
             live.setdefault(c.uid, []).append(str(c.credential_id))
-    header = ["NAME", "UID", "GID", "GROUPS", "SUPERUSER"]
+    header = ["NAME", "UID", "GID", "GROUPS", "SUPERUSER", "CALLERS"]
     rows = [header + (["CREDENTIALS"] if with_credentials else [])]
     for u in listing.users:
         row = [
@@ -254,9 +271,20 @@ def user_table(listing: AccountListing, *, with_credentials: bool) -> str:
             str(u.gid),
             ",".join(groups.get(g, str(g)) for g in u.groups) or "-",
             "yes" if u.superuser else "no",
+            _acts_for(u),
         ]
         rows.append(row + ([",".join(live.get(u.uid, [])) or "-"] if with_credentials else []))
     return table(rows, right=frozenset({1, 2}))
+
+
+def _acts_for(user: UserInfo) -> str:
+    """The local uids a user's mounts may act for."""
+    if user.superuser:
+        return "all"
+    if user.act_for_callers is None:
+        return "-"
+    first, last = user.act_for_callers
+    return str(first) if first == last else f"{first}-{last}"
 
 
 def _credential_table(listing: AccountListing) -> str:

@@ -306,6 +306,9 @@ def _mount_parsers(sub: Any) -> None:
     p.add_argument("mountpoint", type=Path)
 
 
+NON_ROOT_UIDS = "1-4294967295"  # what --act-for-callers grants without a range
+
+
 def _account_parsers(actions: Any) -> None:
     """`pfs admin user ...` and `pfs admin group ...`."""
     user = actions.add_parser("user", help="users and their credentials (a superuser's)")
@@ -319,6 +322,20 @@ def _account_parsers(actions: Any) -> None:
     q.add_argument("--groups", help="supplementary groups: gids or names, comma-separated")
     q.add_argument("--superuser", action="store_true", help="may manage the cluster")
     _token_options(q)
+    q = verbs.add_parser("set", help="change what a user may do")
+    q.add_argument("name", metavar="NAME")
+    rights = q.add_mutually_exclusive_group(required=True)
+    rights.add_argument(
+        "--act-for-callers",
+        nargs="?",
+        const=NON_ROOT_UIDS,
+        metavar="FIRST-LAST",
+        help="its mounts (-o callers) may act for these local uids "
+        f"(default {NON_ROOT_UIDS}: all but root)",
+    )
+    rights.add_argument(
+        "--no-act-for-callers", action="store_true", help="its mounts act as itself only"
+    )
     q = verbs.add_parser("del", help="remove a user and its credentials (its files stay)")
     q.add_argument("name", metavar="NAME")
     q = verbs.add_parser("list", help="users and the ids of their live credentials")

@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # what _LAZY loads, for type checkers
         FsckReplica,
         FsckSummary,
     )
+    from plasmafs.client.callers import LocalCaller, acting_for
     from plasmafs.client.client import Client, connect
     from plasmafs.client.file_reader import FileReader
     from plasmafs.client.file_writer import FileWriter
@@ -82,6 +83,8 @@ _LAZY = {
     "SyncClient": "plasmafs.client.sync",
     "connect_sync": "plasmafs.client.sync",
     "Transaction": "plasmafs.client.transaction",
+    "LocalCaller": "plasmafs.client.callers",
+    "acting_for": "plasmafs.client.callers",
     "FileReader": "plasmafs.client.file_reader",
     "FileWriter": "plasmafs.client.file_writer",
     "BalanceStatus": "plasmafs.client.admin",

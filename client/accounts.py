@@ -31,18 +31,24 @@ CALL_TIMEOUT = 30.0  # seconds for one accounts call
 
 @dataclass(frozen=True, slots=True)
 class UserInfo:
-    """A user: `gid` is its primary group, `groups` its supplementary ones."""
+    """A user: `gid` is its primary group, `groups` its supplementary ones;
+    `act_for_callers`, the first and last local uid its connections may act for (None:
+    none; a superuser acts for all)."""
 
     name: str
     uid: int
     gid: int
     groups: tuple[int, ...]
     superuser: bool
+    act_for_callers: tuple[int, int] | None = None
 
     @classmethod
     def from_wire(cls, u: pb.UserInfo) -> UserInfo:
         """Build from the wire message."""
-        return cls(u.name, u.uid, u.gid, tuple(u.groups), u.superuser)
+        callers = None
+        if u.HasField("act_for_callers"):
+            callers = (u.act_for_callers.first, u.act_for_callers.last)
+        return cls(u.name, u.uid, u.gid, tuple(u.groups), u.superuser, callers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +180,19 @@ class Accounts:
             request.gid = _id(int(gid), "gid")
         reply = await self._call(self._stub.AddUser, request)
         return UserInfo.from_wire(reply.user), reply.token
+
+    async def set_callers(self, name: str, uids: tuple[int, int] | None) -> UserInfo:
+        """Let user `name`'s connections act for the local uids `uids` (first, last,
+        both included), or for none (None): a mount of its with -o callers then makes
+        each request as the process that caused it. Open connections see the change
+        at their next request."""
+        request = pb.SetUserRequest(name=name)
+        if uids is None:
+            request.no_act_for_callers = True
+        else:
+            request.act_for_callers.first = _id(uids[0], "uid")
+            request.act_for_callers.last = _id(uids[1], "uid")
+        return UserInfo.from_wire(await self._call(self._stub.SetUser, request))
 
     async def remove_user(self, name: str) -> None:
         """Remove a user with its memberships and credentials; the connections its

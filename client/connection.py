@@ -19,6 +19,7 @@ import asyncio
 
 import grpc
 
+from plasmafs.client.callers import stamp
 from plasmafs.core import channel_options as channels
 from plasmafs.core.errors import AuthenticationError, ConnectionLostError, PlasmaError
 from plasmafs.core.proto import namenode_pb2 as pb
@@ -140,6 +141,7 @@ class Connection:
             raise _failure(self._closed)
         request = self._frame.requests.add()
         request.id = rid = self._next_request
+        stamp(request)
         self._next_request += 1
         future: asyncio.Future[pb.Response] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = future

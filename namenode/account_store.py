@@ -40,6 +40,7 @@ FIRST_AUTO_ID = 1000  # below: system accounts, as useradd's UID_MIN
 MAX_LABEL = 200
 _NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # the CHECK of sql/0007, matched whole
 
+_USER_COLUMNS = "uid, name, gid, superuser, callers_first_uid, callers_last_uid"
 _CREDENTIAL_COLUMNS = "credential_id, uid, secret_sha256, label, expires_at, revoked_at, created_at"
 
 # The first id >= $1 that no group has: $1 itself, or one past a group's gid.
@@ -63,12 +64,14 @@ class GroupRow:
 
 @dataclass(frozen=True, slots=True)
 class UserRow:
-    """A user; `gid` is its primary group."""
+    """A user; `gid` is its primary group; `callers`, the first and last local uid its
+    connections may act for (None: none; sql/0014)."""
 
     uid: int
     name: str
     gid: int
     superuser: bool
+    callers: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,14 @@ def check_id(value: int, what: str) -> int:
     return value
 
 
+def check_uid_range(uids: tuple[int, int]) -> tuple[int, int]:
+    """A range of uids (first, last), both included: first <= last, both uids."""
+    first, last = check_id(uids[0], "uid"), check_id(uids[1], "uid")
+    if first > last:
+        raise InvalidArgumentError(f"uid range {first}-{last}: the first is past the last")
+    return first, last
+
+
 def check_label(label: str) -> str:
     """A credential's label: printable, at most MAX_LABEL characters."""
     if len(label) > MAX_LABEL or not label.isprintable():
@@ -198,14 +209,14 @@ class AccountStore:
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             groups = await conn.fetch("SELECT gid, name FROM groups ORDER BY gid")
-            users = await conn.fetch("SELECT uid, name, gid, superuser FROM users ORDER BY uid")
+            users = await conn.fetch(f"SELECT {_USER_COLUMNS} FROM users ORDER BY uid")
             members = await conn.fetch("SELECT gid, uid FROM group_members ORDER BY gid, uid")
             credentials = await conn.fetch(
                 f"SELECT {_CREDENTIAL_COLUMNS} FROM credentials ORDER BY credential_id"
             )
         return AccountRows(
             tuple(GroupRow(r["gid"], r["name"]) for r in groups),
-            tuple(UserRow(r["uid"], r["name"], r["gid"], r["superuser"]) for r in users),
+            tuple(_user(r) for r in users),
             tuple((r["gid"], r["uid"]) for r in members),
             tuple(_credential(r) for r in credentials),
         )
@@ -299,6 +310,23 @@ class AccountStore:
                 )
             joined = await _insert_members(conn, [(g, uid) for g in groups if g != gid])
         return NewUser(UserRow(uid, name, gid, superuser), made, tuple(g for g, _ in joined))
+
+    async def set_callers(self, uid: int, callers: tuple[int, int] | None) -> UserRow:
+        """Let user `uid`'s connections act for the local uids `callers` (first, last),
+        or for none (None); returns the user as now stored."""
+        check_id(uid, "uid")
+        first, last = (None, None) if callers is None else check_uid_range(callers)
+        async with self.connections.read_connection() as conn:
+            row = await conn.fetchrow(
+                f"""UPDATE users SET callers_first_uid = $2, callers_last_uid = $3
+                    WHERE uid = $1 RETURNING {_USER_COLUMNS}""",
+                uid,
+                first,
+                last,
+            )
+        if row is None:
+            raise NotFoundError(f"no user with uid {uid}")
+        return _user(row)
 
     async def remove_user(self, uid: int) -> tuple[int, ...]:
         """Remove a user with its memberships and credentials; returns the ids of its
@@ -417,6 +445,12 @@ def _timestamp(when: float | None) -> datetime | None:
 
 def _epoch(when: datetime | None) -> float | None:
     return None if when is None else when.timestamp()
+
+
+def _user(row: asyncpg.Record) -> UserRow:
+    first, last = row["callers_first_uid"], row["callers_last_uid"]
+    callers = None if first is None else (first, last)
+    return UserRow(row["uid"], row["name"], row["gid"], row["superuser"], callers)
 
 
 def _credential(row: asyncpg.Record) -> CredentialRow:

@@ -36,6 +36,7 @@ from plasmafs.namenode.account_store import (
     check_expires,
     check_label,
     check_name,
+    check_uid_range,
 )
 from plasmafs.namenode.caller_identity import Gate
 from plasmafs.namenode.principals import Principals
@@ -104,6 +105,33 @@ class AccountsServicer(pb_grpc.AccountsServicer):
             token=issued.token,
             credential_id=issued.credential_id,
         )
+
+    async def SetUser(
+        self, request: pb.SetUserRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UserInfo:
+        """Change what a user may do: the local callers its connections may act for
+        (sql/0014; open connections see the change at their next request)."""
+        return await answered(context, self._set_user(request, context))
+
+    async def _set_user(
+        self, request: pb.SetUserRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UserInfo:
+        caller = self.gate.superuser(context, "set user")
+        uid = self.principals.uid_of(check_name(request.name, "user"))
+        granting = request.HasField("act_for_callers")
+        if granting == request.no_act_for_callers:
+            raise InvalidArgumentError(
+                "set user: give the uids it may act for, or that it may act for none"
+            )
+        callers = None
+        if granting:
+            callers = check_uid_range((request.act_for_callers.first, request.act_for_callers.last))
+        user = await self.store.set_callers(uid, callers)
+        self.principals.put_user(user)
+        shown = "none" if callers is None else f"uids {callers[0]}-{callers[1]}"
+        log.info("%s let user %s act for local callers: %s", caller.name, user.name, shown)
+        groups = [g for g, u in self.principals.rows().members if u == uid]
+        return _user_info(user, groups)
 
     async def RemoveUser(
         self, request: pb.RemoveUserRequest, context: grpc.aio.ServicerContext
@@ -258,6 +286,12 @@ class InsecureAccounts(pb_grpc.AccountsServicer):
         """Refused: no accounts without TLS."""
         return await answered(context, _insecure())
 
+    async def SetUser(
+        self, request: pb.SetUserRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UserInfo:
+        """Refused: no accounts without TLS."""
+        return await answered(context, _insecure())
+
     async def AddGroup(
         self, request: pb.AddGroupRequest, context: grpc.aio.ServicerContext
     ) -> pb.GroupInfo:
@@ -324,6 +358,9 @@ def _user_info(user: UserRow, groups: Iterable[int]) -> pb.UserInfo:
         gid=user.gid,
         groups=sorted(groups),
         superuser=user.superuser,
+        act_for_callers=None
+        if user.callers is None
+        else pb.UidRange(first=user.callers[0], last=user.callers[1]),
     )
 
 

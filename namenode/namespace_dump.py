@@ -52,7 +52,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (name, tuple(columns.split()))
     for name, columns in (
         ("groups", "gid name"),
-        ("users", "uid name gid superuser created_at"),
+        ("users", "uid name gid superuser created_at callers_first_uid callers_last_uid"),
         ("group_members", "gid uid"),
         ("credentials", "credential_id uid secret_sha256 label created_at expires_at revoked_at"),
         (
@@ -263,9 +263,9 @@ async def _merge_accounts(conn: asyncpg.Connection, result: LoadResult) -> None:
             "of this cluster (same name or uid, not both)"
         )
     await conn.execute("INSERT INTO groups SELECT * FROM dump_groups ON CONFLICT DO NOTHING")
+    columns = ", ".join(dict(TABLES)["users"])
     await conn.execute(
-        "INSERT INTO users (uid, name, gid, superuser, created_at) "
-        "SELECT * FROM dump_users ON CONFLICT DO NOTHING"
+        f"INSERT INTO users ({columns}) SELECT {columns} FROM dump_users ON CONFLICT DO NOTHING"
     )
     await conn.execute(
         "INSERT INTO group_members SELECT * FROM dump_group_members ON CONFLICT DO NOTHING"

@@ -153,6 +153,17 @@ class Principals:
         self._member_of[user.uid] = set(groups)
         self._index()
 
+    def put_user(self, user: UserRow) -> None:
+        """A user's own record changed (the callers it may act for)."""
+        if user.uid in self._users:
+            self._users[user.uid] = user
+
+    def callers(self, uid: int) -> tuple[int, int] | None:
+        """The first and last local uid user `uid` may act for, None: none (a
+        superuser acts for all without it)."""
+        user = self._users.get(uid)
+        return None if user is None else user.callers
+
     def remove_user(self, uid: int, now: float | None = None) -> None:
         """A user was removed, and with it its memberships and credentials (their
         tickets are refused as those of revoked credentials are)."""

@@ -23,6 +23,7 @@ from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.copy_work import CopyOutcome, HeartbeatReport, HeartbeatWork
 from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.local_callers import CallerRights
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.session import Session
@@ -48,6 +49,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         self.settings = settings
         self.metrics = metrics
         self.gate = gate
+        self.rights = CallerRights(gate.principals)
         self.started_ns = time.time_ns()
         self.counters: Counter[str] = Counter()
         self.open_sessions: set[Session] = set()
@@ -89,6 +91,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
             self.counters,
             self.metrics,
             who,
+            self.rights,
         )
         expiry = None
         if who.expires is not None:
@@ -115,7 +118,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
 
     def cut_sessions(self, credentials: set[int], reason: str) -> int:
         """End the open sessions of these credentials; how many there were."""
-        doomed = [s for s in self.open_sessions if s.who.credential_id in credentials]
+        doomed = [s for s in self.open_sessions if s.user.credential_id in credentials]
         for session in doomed:
             session.cut(AuthenticationError(reason))
         return len(doomed)

@@ -8,7 +8,8 @@ whatever reason, every open transaction of the connection is aborted. A client e
 its side of the stream when it is done with the connection: requests still running
 then are cancelled, not answered, and the namenode ends the stream at once. The
 stream belongs to the user authenticated when it opened; it is cut when that user's
-credential is revoked or expires.
+credential is revoked or expires. A request may be made for a local caller of the
+client's host (local_callers): it then acts as that caller, if the user may.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any
 
 from plasmafs.core.attributes import Extent
@@ -34,6 +36,7 @@ from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.cursor_checks import check_walk_cursor
 from plasmafs.namenode.inode_records import Inode
+from plasmafs.namenode.local_callers import CallerRights
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.request_tasks import start_eagerly
@@ -49,6 +52,9 @@ Handler = Callable[["Session", Txn | None, pb.Request, pb.Response], Awaitable[N
 # serve other transactions (and send the responses so far).
 YIELD_EVERY = 64
 ENDINGS = frozenset(["commit", "abort"])  # the last request of a transaction
+# The local caller the request being handled was made for (each request task has its
+# own context; one transaction's requests run one after another).
+_acting: ContextVar[Principal | None] = ContextVar("plasmafs_acting", default=None)
 
 
 class Session:
@@ -62,9 +68,11 @@ class Session:
         peer: str,
         counters: Counter[str],
         metrics: NamenodeMetrics,
-        who: Principal,
+        user: Principal,
+        rights: CallerRights,
     ) -> None:
-        self.who = who
+        self.user = user
+        self.rights = rights
         self._cut: PlasmaError | None = None
         self.ns = parts.namespace
         self.files = parts.files
@@ -88,6 +96,12 @@ class Session:
         self._room = asyncio.Event()
         self._room.set()
         self.reserved: set[int] = set()  # inode numbers given out for creates to come
+
+    @property
+    def who(self) -> Principal:
+        """Who the request being handled acts as: the connection's user, or the local
+        caller it was made for."""
+        return _acting.get() or self.user
 
     def cut(self, reason: PlasmaError) -> None:
         """End the stream with `reason` (the user may no longer use it): running
@@ -210,6 +224,10 @@ class Session:
 
     async def _execute(self, op: str, request: pb.Request, response: pb.Response) -> None:
         self.transactions.check_serving()
+        if request.HasField("caller"):
+            _acting.set(self.rights.acting(self.user, request.caller))
+        elif _acting.get() is not None:
+            _acting.set(None)
         handler = HANDLERS.get(op)
         if op == "begin":
             self._begin(request)
@@ -226,6 +244,7 @@ class Session:
         txn = self.txns.get(request.txn)
         if txn is None:
             raise TransactionError(f"no open transaction {request.txn}")
+        txn.who = self.who
         try:
             await handler(self, txn, request, response)
         except PlasmaError:
@@ -356,7 +375,7 @@ MAX_NEWS_WAIT_MS = 60_000
 
 
 async def _lease_dir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    await s.ns.lease_dir(r.lease_dir.dir, s.who)
+    await s.ns.lease_dir(r.lease_dir.dir, s.user)
     out.done.SetInParent()
 
 

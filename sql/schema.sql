@@ -346,6 +346,9 @@ CREATE TABLE public.users (
     gid bigint NOT NULL,
     superuser boolean DEFAULT false NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    callers_first_uid bigint,
+    callers_last_uid bigint,
+    CONSTRAINT users_callers_check CHECK ((((callers_first_uid IS NULL) = (callers_last_uid IS NULL)) AND (callers_first_uid >= 0) AND (callers_first_uid <= callers_last_uid) AND (callers_last_uid <= '4294967295'::bigint))),
     CONSTRAINT users_name_check CHECK ((name ~ '^[a-z_][a-z0-9_.-]{0,31}$'::text)),
     CONSTRAINT users_uid_check CHECK (((uid >= 0) AND (uid <= '4294967295'::bigint)))
 );

@@ -377,10 +377,21 @@ class LeaseNewsReply(_message.Message):
     revoked: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, recalled: _Optional[_Iterable[int]] = ..., revoked: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class LocalCaller(_message.Message):
+    __slots__ = ("uid", "gid", "groups")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    uid: int
+    gid: int
+    groups: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir")
+    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     ABORT_FIELD_NUMBER: _ClassVar[int]
@@ -409,6 +420,7 @@ class Request(_message.Message):
     LEASE_DIR_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
+    caller: LocalCaller
     begin: Begin
     commit: Commit
     abort: Abort
@@ -435,7 +447,7 @@ class Request(_message.Message):
     release_leases: ReleaseLeases
     lease_news: LeaseNews
     lease_dir: LeaseDir
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -1041,18 +1053,28 @@ class BalanceStatus(_message.Message):
     def __init__(self, running: _Optional[bool] = ..., balanced: _Optional[bool] = ..., threshold: _Optional[float] = ..., bandwidth: _Optional[int] = ..., mean_used: _Optional[float] = ..., least_used: _Optional[float] = ..., most_used: _Optional[float] = ..., bytes_moved: _Optional[int] = ..., moves_done: _Optional[int] = ..., moves_failed: _Optional[int] = ..., moves_running: _Optional[int] = ..., seconds: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class UserInfo(_message.Message):
-    __slots__ = ("name", "uid", "gid", "groups", "superuser")
+    __slots__ = ("name", "uid", "gid", "groups", "superuser", "act_for_callers")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     GID_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     SUPERUSER_FIELD_NUMBER: _ClassVar[int]
+    ACT_FOR_CALLERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     uid: int
     gid: int
     groups: _containers.RepeatedScalarFieldContainer[int]
     superuser: bool
-    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ..., superuser: _Optional[bool] = ...) -> None: ...
+    act_for_callers: UidRange
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ..., superuser: _Optional[bool] = ..., act_for_callers: _Optional[_Union[UidRange, _Mapping]] = ...) -> None: ...
+
+class UidRange(_message.Message):
+    __slots__ = ("first", "last")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    last: int
+    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
 
 class GroupInfo(_message.Message):
     __slots__ = ("name", "gid", "members")
@@ -1107,6 +1129,16 @@ class AddUserReply(_message.Message):
     token: str
     credential_id: int
     def __init__(self, user: _Optional[_Union[UserInfo, _Mapping]] = ..., token: _Optional[str] = ..., credential_id: _Optional[int] = ...) -> None: ...
+
+class SetUserRequest(_message.Message):
+    __slots__ = ("name", "act_for_callers", "no_act_for_callers")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACT_FOR_CALLERS_FIELD_NUMBER: _ClassVar[int]
+    NO_ACT_FOR_CALLERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    act_for_callers: UidRange
+    no_act_for_callers: bool
+    def __init__(self, name: _Optional[str] = ..., act_for_callers: _Optional[_Union[UidRange, _Mapping]] = ..., no_act_for_callers: _Optional[bool] = ...) -> None: ...
 
 class RemoveUserRequest(_message.Message):
     __slots__ = ("name",)

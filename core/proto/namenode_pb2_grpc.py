@@ -592,6 +592,11 @@ class AccountsStub:
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.RemoveUserRequest.SerializeToString,
                 response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.AccountsEmpty.FromString,
                 _registered_method=True)
+        self.SetUser = channel.unary_unary(
+                '/plasmafs.namenode.v1.Accounts/SetUser',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SetUserRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.UserInfo.FromString,
+                _registered_method=True)
         self.AddGroup = channel.unary_unary(
                 '/plasmafs.namenode.v1.Accounts/AddGroup',
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.AddGroupRequest.SerializeToString,
@@ -629,6 +634,12 @@ class AccountsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RemoveUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetUser(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -676,6 +687,11 @@ def add_AccountsServicer_to_server(servicer, server):
                     servicer.RemoveUser,
                     request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.RemoveUserRequest.FromString,
                     response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.AccountsEmpty.SerializeToString,
+            ),
+            'SetUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetUser,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SetUserRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.UserInfo.SerializeToString,
             ),
             'AddGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.AddGroup,
@@ -757,6 +773,33 @@ class Accounts:
             '/plasmafs.namenode.v1.Accounts/RemoveUser',
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.RemoveUserRequest.SerializeToString,
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.AccountsEmpty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Accounts/SetUser',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SetUserRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.UserInfo.FromString,
             options,
             channel_credentials,
             insecure,

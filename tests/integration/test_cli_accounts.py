@@ -46,9 +46,9 @@ def test_a_new_user_works_with_its_token_until_removed(pfs: Pfs, tmp_path: Path)
     assert fields[3:5] == ["carol", "carol"] and fields[-1] == "work"
 
     users = _rows(pfs("admin", "user", "list").out)
-    assert users["NAME"] == ["NAME", "UID", "GID", "GROUPS", "SUPERUSER", "CREDENTIALS"]
-    assert users["root"] == ["root", "0", "0", "-", "yes", "1"]
-    assert users["carol"] == ["carol", "1003", "1003", "staff", "no", "6"]
+    assert users["NAME"] == ["NAME", "UID", "GID", "GROUPS", "SUPERUSER", "CALLERS", "CREDENTIALS"]
+    assert users["root"] == ["root", "0", "0", "-", "yes", "all", "1"]
+    assert users["carol"] == ["carol", "1003", "1003", "staff", "no", "-", "6"]
 
     assert_ok(pfs("admin", "user", "del", "carol"), "removed user carol\n")
     assert_error(pfs(*as_carol, "ls", "/"), "ls", "not authenticated", "unknown credential")
@@ -129,7 +129,7 @@ def test_only_a_superuser_changes_accounts(pfs: Pfs, tmp_path: Path, cluster_pki
     )
     # Names are anyone's to read.
     users = _rows(pfs(*as_alice, "admin", "user", "list").out)
-    assert users["NAME"][-1] == "SUPERUSER" and "mallory" not in users
+    assert users["NAME"][-1] == "CALLERS" and "mallory" not in users
     assert "staff" in _rows(pfs(*as_alice, "admin", "group", "list").out)
     assert pfs(*as_alice, "whoami").lines[-1] == "superuser: no"
 

@@ -86,12 +86,12 @@ def test_owners_by_the_cluster_s_names() -> None:
 
 def test_user_table_lists_live_credentials() -> None:
     assert user_table(LISTING, with_credentials=True).splitlines() == [
-        "NAME    UID   GID  GROUPS  SUPERUSER  CREDENTIALS",
-        "root      0     0  -       yes        1",
-        "alice  1001  1001  staff   no         3",
+        "NAME    UID   GID  GROUPS  SUPERUSER  CALLERS  CREDENTIALS",
+        "root      0     0  -       yes        all      1",
+        "alice  1001  1001  staff   no         -        3",
     ]
     assert user_table(LISTING, with_credentials=False).splitlines()[0] == (
-        "NAME    UID   GID  GROUPS  SUPERUSER"
+        "NAME    UID   GID  GROUPS  SUPERUSER  CALLERS"
     )
 
 
