@@ -69,7 +69,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
-    if line == "ok":
+    if line == "ok" or line.startswith("ok: "):
+        if line != "ok":  # mounted, with something the user should know
+            print(f"pfs: mount: {line[4:]}", file=sys.stderr)
         where = args.mountpoint.expanduser().absolute()
         print(f"mounted at {where} (pid {child.pid}; log {log_file})")
         return 0

@@ -35,7 +35,8 @@ import uvloop
 
 from loadtests import ceiling_mfusepy
 from loadtests.harness import update_benchmarks_md
-from loadtests.mount_bench import MB, dd_write, empty_files, timed_command, tree_build
+from loadtests.mount_bench import MB, dd_write, timed_command
+from loadtests.tree_shapes import empty_files, tree_build
 from plasmafs.mount import request_wait
 from plasmafs.mount.operations import writes_around_page_cache
 

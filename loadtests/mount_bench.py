@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadtests.as_user import run_as, setpriv
 from loadtests.churn import run_churn
 from loadtests.harness import bench_cluster, update_benchmarks_md
 from loadtests.process_cpu import PROGRAMS, CpuMeter, pids_of
+from loadtests.tree_shapes import empty_files, tree_build, tree_build_depth_first
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -159,70 +161,6 @@ def _cp_all(files: list[str]) -> None:
     subprocess.run(["sh", "-c", script, "sh", *files], check=True)
 
 
-def empty_files(root: Path, processes: int, count: int) -> float:
-    """Files/s of `count` empty files created with O_EXCL by `processes` processes."""
-    code = (
-        "import os, sys\n"
-        "d, n = sys.argv[1], int(sys.argv[2])\n"
-        "for i in range(n):\n"
-        "    os.close(os.open(f'{d}/e{i}', os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))\n"
-    )
-    dirs = [root / f"empty{processes}-{k}" for k in range(processes)]
-    for d in dirs:
-        d.mkdir()
-    started = time.perf_counter()
-    procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(d), str(count // processes)])
-        for d in dirs
-    ]
-    for p in procs:
-        if p.wait() != 0:
-            raise RuntimeError("an empty-file creator failed")
-    return (count // processes) * processes / (time.perf_counter() - started)
-
-
-def tree_build(root: Path, dirs: int, files: int) -> float:
-    """Seconds for one process to build `dirs` directories holding `files` files of
-    100-700 bytes, about 15 per directory in a two-level tree."""
-    rng = random.Random(7)
-    tops = max(1, int(dirs**0.5))
-    started = time.perf_counter()
-    made: list[Path] = []
-    for k in range(dirs):
-        d = root / "tree" / f"top{k % tops}" / f"d{k}" if k >= tops else root / "tree" / f"top{k}"
-        d.mkdir(parents=True)
-        made.append(d)
-    for k in range(files):
-        (made[k % len(made)] / f"file{k}").write_bytes(rng.randbytes(rng.randint(100, 700)))
-    return time.perf_counter() - started
-
-
-def tree_build_depth_first(root: Path, dirs: int, files: int, fanout: int = 12) -> float:
-    """Seconds for one process to build `dirs` directories three levels deep, `fanout`
-    per directory, each directory's share of `files` files of 100-700 bytes written
-    right after the directory is made, before the directories under it."""
-    rng = random.Random(7)
-    made = [0, 0]  # directories, files
-
-    def build(parent: Path, level: int) -> None:
-        for b in range(fanout):
-            if made[0] >= dirs:
-                return
-            d = parent / f"d{b}"
-            d.mkdir()
-            made[0] += 1
-            for _ in range(made[0] * files // dirs - made[1]):
-                (d / f"file{made[1]}").write_bytes(rng.randbytes(rng.randint(100, 700)))
-                made[1] += 1
-            if level < 3:
-                build(d, level + 1)
-
-    started = time.perf_counter()
-    (root / "dtree").mkdir()
-    build(root / "dtree", 1)
-    return time.perf_counter() - started
-
-
 def du_after_ls(path: Path) -> float:
     """Seconds of `du -sh` run right after an `ls -lR` of the same tree, caches dropped
     before each and the mount's own left as the ls left them."""
@@ -232,6 +170,27 @@ def du_after_ls(path: Path) -> float:
     started = time.perf_counter()
     subprocess.run(["du", "-sh", str(path)], check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
+
+
+def run_caller_workloads(root: Path, scale: float, uid: int) -> dict[str, Any]:
+    """The create and lookup rows on a mount acting for its host's users, run by local
+    user `uid` (not root: its permissions are checked) in a directory of its own."""
+    mine = root / "as-user"
+    mine.mkdir()
+    os.chown(mine, uid, uid)
+    # The cluster's throw-away directory, where the mount point is: let it pass.
+    root.parent.chmod(root.parent.stat().st_mode | 0o011)
+    f: dict[str, Any] = {}
+    count = max(8, int(5000 * scale))
+    shapes = "loadtests.tree_shapes"  # run by the system's Python, as `uid`
+    f["empty files, 1 process"] = run_as(uid, shapes, "empty_files", mine, 1, count)
+    f["empty files, 4 processes"] = run_as(uid, shapes, "empty_files", mine, 4, count)
+    dirs, files = max(2, int(1870 * scale)), max(4, int(28600 * scale))
+    f["tree build"] = run_as(uid, shapes, "tree_build", mine, dirs, files)
+    f["tree build, depth-first"] = run_as(uid, shapes, "tree_build_depth_first", mine, dirs, files)
+    f["ls -lR, cold"] = timed_command([*setpriv(uid), "ls", "-lR", str(mine / "tree")])
+    f["du -sh, cold"] = timed_command([*setpriv(uid), "du", "-sh", str(mine / "tree")])
+    return f
 
 
 def timed_command(command: list[str]) -> float:
@@ -329,9 +288,16 @@ ROWS = (
     Row("3 writers + 10 readers: files read", "", True, ""),
 )
 WRITEBACK = "writeback_cache"  # the mount option the data rows are also measured with
+CALLERS = "callers"  # the option the create and lookup rows are also measured with
+CALLER_UID = 5000  # the local user they run as there
 BASELINE = "baseline"  # the data rows on another installation (--baseline)
-SIDES = ("mount", WRITEBACK, BASELINE)
-SIDE_TITLES = {"mount": "mount", WRITEBACK: f"mount -o {WRITEBACK}", BASELINE: "baseline's mount"}
+SIDES = ("mount", WRITEBACK, CALLERS, BASELINE)
+SIDE_TITLES = {
+    "mount": "mount",
+    WRITEBACK: f"mount -o {WRITEBACK}",
+    CALLERS: f"mount -o {CALLERS}, uid {CALLER_UID}",
+    BASELINE: "baseline's mount",
+}
 CPU_ROLES = ("mount", "namenode", "datanodes", "PostgreSQL", PROGRAMS)
 CPU_ROWS = (
     "1 MiB files, 1 writers",
@@ -362,6 +328,9 @@ def run(
             with mount(WRITEBACK) as (cached, meter):
                 (cached / "writeback").mkdir()
                 figures[WRITEBACK] = run_data_workloads(cached / "writeback", scale, seconds, meter)
+            # The create and lookup rows again, on a mount acting for the host's users.
+            with mount(CALLERS) as (shared, _):
+                figures[CALLERS] = run_caller_workloads(shared, scale, CALLER_UID)
     if baseline:
         figures["baseline python"] = baseline
         figures["baseline commit"] = _commit_of(baseline)
@@ -487,6 +456,16 @@ def markdown(f: dict[str, Any], command: str) -> str:
                 f"The data rows are measured again on a second mount of the same cluster with "
                 f"`-o {WRITEBACK}`",
                 "(the kernel gathers writes in its page cache), after the first one's rows.",
+            ]
+        ),
+        *(
+            []
+            if CALLERS not in f
+            else [
+                f"The create and lookup rows are measured again on a third mount, with `-o "
+                f"{CALLERS}`",
+                f"(acting for the host's users), run as local user {CALLER_UID} in a directory "
+                "of its own.",
             ]
         ),
         *(

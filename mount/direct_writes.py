@@ -40,6 +40,10 @@ class DirectWrites:
         """Never asked: `removable_here` is always False."""
         raise AssertionError("no directory is leased without write-behind")
 
+    def queues_here(self, directory: LeasedDir) -> bool:
+        """False: nothing is queued."""
+        return False
+
     def removable_here(self, parent: int, name: str) -> bool:
         """False: every removal goes to the namenode."""
         return False

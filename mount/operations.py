@@ -21,8 +21,10 @@ from typing import Any, TypeVar
 import pyfuse3
 
 from plasmafs.client import At, Client
+from plasmafs.client.callers import LocalCaller, acting_for, current_caller
 from plasmafs.core.attributes import Attr, DirEntry
 from plasmafs.core.errors import NotFoundError
+from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.direct_writes import DirectWrites
 from plasmafs.mount.fuse_values import absent, entry, fuse_error
 from plasmafs.mount.handles import FileHandle, OpenFile
@@ -73,6 +75,23 @@ def answered(
     return guarded
 
 
+def for_its_caller(
+    handler: Callable[..., Coroutine[Any, Any, T]],
+) -> Callable[..., Coroutine[Any, Any, T]]:
+    """`handler` (a PlasmaOperations method), made to act for the request's caller on a
+    mount acting for its host's users: every namenode request it makes carries the
+    caller's ids."""
+
+    @functools.wraps(handler)
+    async def acting(self: PlasmaOperations, *args: Any, **kwargs: Any) -> T:
+        if self.callers is None:
+            return await handler(self, *args, **kwargs)
+        with acting_for(self.caller_of(args)):
+            return await handler(self, *args, **kwargs)
+
+    return acting
+
+
 def _name(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -104,11 +123,14 @@ class PlasmaOperations(pyfuse3.Operations):
 
     supports_dot_lookup = False
 
-    def __init__(self, fs: Client, options: MountOptions) -> None:
+    def __init__(self, fs: Client, options: MountOptions, callers: CallerIds | None = None) -> None:
         super().__init__()
         self.fs = fs
         self.options = options
+        # Set when the mount acts for its host's users (-o callers, with the right).
+        self.callers = callers
         self._handles: dict[int, FileHandle] = {}
+        self._opened_by: dict[int, LocalCaller] = {}  # open file or directory -> caller
         self._listings: dict[int, _Listing] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
@@ -121,6 +143,17 @@ class PlasmaOperations(pyfuse3.Operations):
             WriteBehind(fs, options.replication) if options.write_behind else DirectWrites(fs)
         )
         self.behind.before_release = self._before_release
+
+    def caller_of(self, args: Sequence[Any]) -> LocalCaller | None:
+        """The caller a request with these arguments acts for: the one its context
+        names, or for a request on an open file or directory (which has none), the one
+        that opened it."""
+        assert self.callers is not None
+        if args and isinstance(args[-1], pyfuse3.RequestContext):
+            return self.callers.of(args[-1])
+        if args and isinstance(args[0], int):
+            return self._opened_by.get(args[0])
+        return None
 
     # --- names and attributes -------------------------------------------------------------
 
@@ -372,7 +405,13 @@ class PlasmaOperations(pyfuse3.Operations):
         """Start listing a directory."""
         number = next(self._numbers)
         self._listings[number] = _Listing(inode)
+        self._remember_caller(number)
         return number
+
+    def _remember_caller(self, number: int) -> None:
+        caller = current_caller()
+        if caller is not None:
+            self._opened_by[number] = caller
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         """Entries with attributes from position `start_id`, as many as the kernel takes."""
@@ -421,6 +460,7 @@ class PlasmaOperations(pyfuse3.Operations):
     async def releasedir(self, fh: int) -> None:
         """The listing is over."""
         self._listings.pop(fh, None)
+        self._opened_by.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         """Every change acknowledged so far becomes durable."""
@@ -445,7 +485,7 @@ class PlasmaOperations(pyfuse3.Operations):
         until close while it is small)."""
         self._check_writable()
         leased = await self._table(parent_inode)
-        if leased is not None and leased.writable:
+        if leased is not None and leased.writable and self.behind.queues_here(leased):
             behind = self.behind
             assert isinstance(behind, WriteBehind)  # only it leases directories
             attr = await self._changed(behind.create(parent_inode, _name(name), mode))
@@ -483,6 +523,7 @@ class PlasmaOperations(pyfuse3.Operations):
     def _opened(self, handle: FileHandle, flags: int) -> pyfuse3.FileInfo:
         number = next(self._numbers)
         self._handles[number] = handle
+        self._remember_caller(number)
         # Close-to-open: drop cached pages of an earlier version on every open.
         around = writes_around_page_cache(flags, writeback=self.options.writeback)
         return pyfuse3.FileInfo(fh=number, keep_cache=False, direct_io=around)
@@ -502,16 +543,18 @@ class PlasmaOperations(pyfuse3.Operations):
     async def _before_release(self, inodes: set[int]) -> None:
         """Files kept in memory in directories about to be released become ordinary
         open files (once released, nothing is queued for them)."""
-        for handle in list(self._handles.values()):
+        for number, handle in list(self._handles.items()):
             if handle.ino in inodes:
-                await answer(handle.settle())
+                with acting_for(self._opened_by.get(number)):
+                    await answer(handle.settle())
 
     async def _settle(self, inode: int) -> None:
         """Every handle of `inode` kept in memory becomes an ordinary one, and the
         queue is sent (before a change the namenode makes to the inode)."""
-        for handle in list(self._handles.values()):
+        for number, handle in list(self._handles.items()):
             if handle.ino == inode:
-                await answer(handle.settle())
+                with acting_for(self._opened_by.get(number)):
+                    await answer(handle.settle())
         await self._before_namenode_change()
 
     async def flush(self, fh: int) -> None:
@@ -552,6 +595,7 @@ class PlasmaOperations(pyfuse3.Operations):
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
         handle = self._handles.pop(fh, None)
+        self._opened_by.pop(fh, None)
         if handle is not None:
             writing, cached = handle.writing, handle.prefetched
             try:
@@ -640,11 +684,13 @@ def _writes(flags: int) -> bool:
     return flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
 
 
-# Every request handler answers, whatever happens inside it (see `answered`).
+# Every request handler answers, whatever happens inside it (see `answered`), for the
+# request's caller (see `for_its_caller`).
 for _handler in (
     "lookup", "getattr", "setattr", "readlink", "mkdir", "symlink", "mknod", "link",
     "unlink", "rmdir", "rename", "opendir", "readdir", "releasedir", "fsyncdir", "create",
     "open", "read", "write", "flush", "fsync", "release", "forget", "statfs",
 ):  # fmt: skip
     _method = getattr(PlasmaOperations, _handler)
-    setattr(PlasmaOperations, _handler, answered(_method, replies=_handler != "forget"))
+    _guarded = answered(for_its_caller(_method), replies=_handler != "forget")
+    setattr(PlasmaOperations, _handler, _guarded)

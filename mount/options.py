@@ -23,7 +23,11 @@ class MountOptions:
     mount/kernelview.py; off with sync and ro); failover_timeout: seconds a request
     waits for a namenode to be active again (a standby taking over, or the one
     namenode restarting) before it fails with EIO, as an NFS hard mount waits, but
-    bounded."""
+    bounded; callers: act for the host's users (mount/callers.py): every request as
+    the uid, gid and groups of the process that made it, with the kernel checking
+    permissions too (default_permissions) and every local user let in (allow_other);
+    it needs the mount's plasmafs user to have the right (a superuser, or `pfs admin
+    user set NAME --act-for-callers`), else the mount is its user's alone."""
 
     replication: int = 0
     attr_timeout: float = 1.0
@@ -35,6 +39,7 @@ class MountOptions:
     no_write_behind: bool = False
     writeback_cache: bool = False
     failover_timeout: float = 60.0
+    callers: bool = False
 
     @property
     def write_behind(self) -> bool:

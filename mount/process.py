@@ -25,10 +25,12 @@ import pyfuse3
 import uvloop
 
 from plasmafs.client import Client, config
+from plasmafs.client.accounts import accounts
 from plasmafs.core.errors import ConfigError, PlasmaError
 from plasmafs.core.runtime.freed_buffers import reuse_freed_buffers
 from plasmafs.core.runtime.gc_tuning import tune_for_daemon
 from plasmafs.mount import request_wait
+from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.mountpoints import is_mounted, mounted_device
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
@@ -46,15 +48,35 @@ CONNECT_TIMEOUT = 3.0
 READ_AHEAD = 1024 * 1024
 
 
-def fuse_options(options: MountOptions) -> set[str]:
-    """The libfuse mount options. No default_permissions: the namenode decides, for the
-    mount's plasmafs user, whoever the local caller is."""
+def fuse_options(options: MountOptions, *, callers: bool = False) -> set[str]:
+    """The libfuse mount options. Acting for the host's users (`callers`), every one
+    may use the mount and the kernel checks their permissions as the namenode does
+    (with the groups the process has now). Otherwise no default_permissions: the
+    namenode decides, for the mount's plasmafs user, whoever the local caller is."""
     chosen = {"fsname=plasmafs", "subtype=pfs"}
     if options.ro:
         chosen.add("ro")
-    if options.allow_other:
+    if options.allow_other or callers:
         chosen.add("allow_other")
+    if callers:
+        chosen.add("default_permissions")
     return chosen
+
+
+async def why_not_callers(fs: Client) -> str | None:
+    """Why the mount's plasmafs user may not act for the host's users; None if it may
+    (a superuser, a user granted the right, or anyone on an insecure namenode)."""
+    try:
+        me = await (await accounts(fs)).whoami()
+    except ConfigError:  # an insecure namenode: every caller is the superuser
+        return None
+    if me.superuser or me.act_for_callers is not None:
+        return None
+    return (
+        f"user {me.name} may not act for this host's users (an administrator grants it "
+        f"with `pfs admin user set {me.name} --act-for-callers`): mounted for {me.name} "
+        "alone"
+    )
 
 
 def check_mountpoint(mountpoint: Path) -> Path:
@@ -99,9 +121,12 @@ class Ready:
         self._fd = fd
 
     def say(self, line: str) -> None:
-        """Send `line` ("ok" or why mounting failed) unless a line was sent already."""
+        """Send `line` ("ok", "ok: " and a note, or why mounting failed) unless a line
+        was sent already (without a descriptor, a note goes to stderr)."""
         fd, self._fd = self._fd, None
         if fd is None:
+            if line.startswith("ok: "):
+                print(f"pfs: mount: {line[4:]}", file=sys.stderr)
             return
         with contextlib.suppress(OSError), os.fdopen(fd, "w") as out:
             out.write(line.replace("\n", " ") + "\n")
@@ -111,16 +136,20 @@ async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Read
     """Mount `fs` at `mountpoint` and answer requests until the file system is
     unmounted or a signal asks to stop."""
     await fs.connection()  # fail before mounting when the namenode is unreachable
-    operations = PlasmaOperations(fs, options)
+    refusal = await why_not_callers(fs) if options.callers else None
+    callers = options.callers and refusal is None
+    operations = PlasmaOperations(fs, options, CallerIds() if callers else None)
     request_wait.enable()
-    pyfuse3.init(operations, str(mountpoint), fuse_options(options))
+    pyfuse3.init(operations, str(mountpoint), fuse_options(options, callers=callers))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, pyfuse3.terminate)
     widening = loop.create_task(widen_read_ahead(mountpoint))
     try:
         log.info("mounted %s at %s", fs.address, mountpoint)
-        ready.say("ok")
+        if refusal is not None:
+            log.warning("%s", refusal)
+        ready.say("ok" if refusal is None else f"ok: {refusal}")
         await pyfuse3.main(max_tasks=MAX_TASKS)
     finally:
         widening.cancel()

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 import pyfuse3
 
 from plasmafs.client import At, Client
+from plasmafs.client.callers import LocalCaller, acting_for, current_caller
 from plasmafs.client.connection import Connection
 from plasmafs.client.session_requests import SessionRequests
 from plasmafs.client.transaction import Transaction, results_of
@@ -70,6 +71,7 @@ class _Change:
     mode: int = 0
     data: bytes = b""
     mtime_ns: int | None = None  # of a content, if the program set one
+    caller: LocalCaller | None = None  # the local caller it is made for (-o callers)
 
 
 @dataclass(slots=True)
@@ -215,11 +217,22 @@ class WriteBehind:
         parent = self.leased(where[0])
         return parent.entries.get(where[1]) if parent is not None else None
 
+    def queues_here(self, directory: LeasedDir) -> bool:
+        """True if the current caller's changes in leased `directory` may be queued:
+        always on a mount of one user; on one acting for its host's users (-o callers),
+        only its owner's, in its group unless it is set-group-ID: new entries then
+        belong to the directory's owner and group, as the table makes them."""
+        caller = current_caller()
+        if caller is None:
+            return True
+        d = directory.attr
+        return caller.uid == d.uid and (caller.gid == d.gid or bool(d.mode & stat.S_ISGID))
+
     async def mkdir(self, parent: int, name: str, mode: int) -> Attr:
         """A new directory, leased: queued in a leased `parent`, else made now."""
         mode = stat.S_IMODE(mode)
         directory = await self.lease_existing(parent)
-        if directory is None or not directory.writable:
+        if directory is None or not directory.writable or not self.queues_here(directory):
             return await self._mkdir_now(parent, name, mode)
         self._check_free(directory, name)
         attr = self._new_attr(directory, FileKind.DIRECTORY, await self._take_ino(), mode)
@@ -284,7 +297,7 @@ class WriteBehind:
         """True if removing `name` from leased `parent` can be queued (a directory
         only if leased too)."""
         directory = self.dirs.get(parent)
-        if directory is None or not directory.writable:
+        if directory is None or not directory.writable or not self.queues_here(directory):
             return False
         attr = directory.entries.get(name)
         return attr is None or attr.kind is not FileKind.DIRECTORY or attr.ino in self.dirs
@@ -369,7 +382,10 @@ class WriteBehind:
         """The answers of `changes` sent in one transaction, and of its commit."""
         try:
             t = await self.fs.begin(lock_wait=LOCK_WAIT)
-            answers = [self._request(t, c) for c in changes]
+            answers = []
+            for c in changes:
+                with acting_for(c.caller):
+                    answers.append(self._request(t, c))
             committed = t.commit(unless_failed=True)
             return await results_of(*answers, committed)
         except Exception as exc:
@@ -504,7 +520,11 @@ class WriteBehind:
     def _start(self) -> None:
         if not self._tasks:
             loop = asyncio.get_running_loop()
-            self._tasks = [loop.create_task(self._sender()), loop.create_task(self._listener())]
+            with acting_for(None):  # they work for the whole mount, not for one caller
+                self._tasks = [
+                    loop.create_task(self._sender()),
+                    loop.create_task(self._listener()),
+                ]
 
     async def _sender(self) -> None:
         """Send the queue every FLUSH_INTERVAL; release directories left idle."""
@@ -551,6 +571,7 @@ class WriteBehind:
     async def _queued(self, change: _Change) -> None:
         if len(self._queue) >= MAX_QUEUE:
             await self.send()
+        change.caller = current_caller()
         self._queue.append(change)
         if change.ino:
             self.unsent.add(change.ino)

@@ -375,7 +375,7 @@ MAX_NEWS_WAIT_MS = 60_000
 
 
 async def _lease_dir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
-    await s.ns.lease_dir(r.lease_dir.dir, s.user)
+    await s.ns.lease_dir(r.lease_dir.dir, s.who)
     out.done.SetInParent()
 
 

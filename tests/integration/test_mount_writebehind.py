@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.mount_bench import tree_build
+from loadtests.tree_shapes import tree_build
 from plasmafs.client import SyncClient
 from tests.conftest import DataCluster
 from tests.support.cluster import namenode_requests
@@ -122,8 +122,9 @@ def test_a_new_file_beyond_the_inline_limit_is_created_with_its_content(
 ) -> None:
     address = inline_cluster.namenode.address
     (mount.path / "d").mkdir()
-    (mount.path / "d" / "first").write_bytes(b"the directory is on the namenode")
-    os.sync()  # nothing else queued: what follows is each file's own commit
+    with open(mount.path / "d" / "first", "wb") as first:
+        first.write(b"the directory is on the namenode")
+        os.fsync(first.fileno())  # sends the queue: what follows is each file's own commit
     data = os.urandom(300_000)
     before = namenode_requests(address)
     for k in range(10):

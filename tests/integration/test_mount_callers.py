@@ -1,0 +1,126 @@
+"""A mount acting for its host's users (`pfs mount -o callers`) on a real cluster: local
+users, run with setpriv, each get exactly their own rights (EACCES and EPERM where
+POSIX says), own what they make, and their groups count; a mount whose user lacks the
+right says so and stays its user's alone."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plasmafs.client import Client
+from tests.conftest import DataCluster
+from tests.support.accounts import STAFF_GID, TOKENS
+from tests.support.cli_runner import clean_env, run_pfs
+from tests.support.mounts import MOUNTED, Mount, mounted, unmount
+
+ANN, BEN, CAT = 5000, 6000, 7000  # local users without accounts on the cluster
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory every local user may enter (pytest's tmp_path is root's alone)."""
+    where = Path(tempfile.mkdtemp(prefix="pfs-callers-", dir="/tmp"))
+    where.chmod(0o755)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
+def callers_mount(inline_cluster: DataCluster, open_dir: Path) -> Iterator[Mount]:
+    """The cluster mounted as root (a superuser: it has the right) with -o callers."""
+    with mounted(inline_cluster.namenode.address, open_dir / "mnt", "callers") as m:
+        yield m
+
+
+def _as(uid: int, script: str, *groups: int) -> subprocess.CompletedProcess[str]:
+    """`sh -c script` as local user `uid` (its gid the same number) in `groups`."""
+    joined = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
+    return subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", joined, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=60,
+        check=False,
+    )
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done
+    return done.stdout
+
+
+def _refused(done: subprocess.CompletedProcess[str], message: str) -> None:
+    assert done.returncode != 0 and message in done.stderr, done
+
+
+async def test_each_local_user_gets_exactly_its_rights(callers_mount: Mount, ifs: Client) -> None:
+    await ifs.mkdir("/shared", 0o1777)
+    mnt = callers_mount.path
+    _ok(_as(ANN, f"mkdir -m 700 {mnt}/shared/ann && echo hers > {mnt}/shared/ann/notes"))
+    _ok(_as(ANN, f"for i in $(seq 20); do echo $i > {mnt}/shared/ann/f$i; done"))
+    assert _ok(_as(ANN, f"cat {mnt}/shared/ann/notes")) == "hers\n"
+    _refused(_as(BEN, f"cat {mnt}/shared/ann/notes"), "Permission denied")
+    _refused(_as(BEN, f"touch {mnt}/shared/ann/x"), "Permission denied")
+    _refused(_as(BEN, f"chmod 777 {mnt}/shared/ann"), "Operation not permitted")
+    _ok(_as(BEN, f"mkdir {mnt}/shared/ben && echo his > {mnt}/shared/ben/notes"))
+    _refused(_as(ANN, f"rm -r {mnt}/shared/ben"), "Permission denied")
+    _refused(_as(BEN, f"mv {mnt}/shared/ann {mnt}/shared/mine"), "Operation not permitted")
+    # What the mount queued went to the namenode as its caller: the namenode agrees.
+    _ok(_as(ANN, f"sync {mnt}/shared/ann/notes"))
+    _ok(_as(BEN, f"sync {mnt}/shared/ben/notes"))
+    for path, uid in [
+        ("/shared/ann", ANN),
+        ("/shared/ann/notes", ANN),
+        ("/shared/ann/f20", ANN),
+        ("/shared/ben", BEN),
+        ("/shared/ben/notes", BEN),
+    ]:
+        attr = await ifs.stat(path)
+        assert (attr.uid, attr.gid) == (uid, uid), path
+    assert await ifs.read_file("/shared/ann/f20") == b"20\n"
+    # The host's root is the superuser.
+    _ok(_as(0, f"chown {BEN}:{BEN} {mnt}/shared/ann/notes"))
+    assert (await ifs.stat("/shared/ann/notes")).uid == BEN
+
+
+async def test_a_local_users_groups_count(callers_mount: Mount, ifs: Client) -> None:
+    await ifs.mkdir("/team", 0o770)
+    await ifs.chown("/team", 0, STAFF_GID)
+    mnt = callers_mount.path
+    _ok(_as(CAT, f"echo plan > {mnt}/team/plan && ls {mnt}/team", STAFF_GID))
+    attr = await ifs.stat("/team/plan")
+    assert (attr.uid, attr.gid) == (CAT, CAT)
+    _refused(_as(CAT, f"ls {mnt}/team"), "Permission denied")
+    _refused(_as(CAT, f"cat {mnt}/team/plan"), "Permission denied")
+
+
+def test_a_mount_without_the_right_is_its_users_alone(
+    inline_cluster: DataCluster, open_dir: Path
+) -> None:
+    token = open_dir / "alice.token"
+    token.write_text(TOKENS["alice"])
+    token.chmod(0o600)
+    where = open_dir / "alice-mnt"
+    where.mkdir()
+    home = open_dir / "home"
+    home.mkdir()
+    env = {**clean_env(home, inline_cluster.namenode.address), "PFS_TOKEN_FILE": str(token)}
+    done = run_pfs(env, "mount", str(where), "-o", "callers")
+    match = MOUNTED.match(done.out.strip())
+    try:
+        assert done.rc == 0 and match is not None, done
+        assert "alice may not act for this host's users" in done.err, done
+        assert "mounted for alice alone" in done.err
+        # Not let in at all (no allow_other): the kernel refuses other local users.
+        _refused(_as(ANN, f"ls {where}"), "Permission denied")
+    finally:
+        unmount(where, int(match["pid"]) if match else None)
