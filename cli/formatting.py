@@ -74,6 +74,10 @@ def stat_block(path: str, attr: Attr, names: OwnerNames = NUMBERS) -> str:
         FileKind.FILE: "regular file",
         FileKind.DIRECTORY: "directory",
         FileKind.SYMLINK: "symbolic link",
+        FileKind.FIFO: "fifo",
+        FileKind.CHAR_DEVICE: "character special file",
+        FileKind.BLOCK_DEVICE: "block special file",
+        FileKind.SOCKET: "socket",
     }[attr.kind]
     return "\n".join(
         [

@@ -26,7 +26,15 @@ from plasmafs.client.transaction import (
     Transaction,
     tree_entries,
 )
-from plasmafs.core.attributes import Attr, BlockList, DirEntry, FsStat, Summary, TreeEntry
+from plasmafs.core.attributes import (
+    Attr,
+    BlockList,
+    DirEntry,
+    FileKind,
+    FsStat,
+    Summary,
+    TreeEntry,
+)
 from plasmafs.core.errors import (
     AuthenticationError,
     ConfigError,
@@ -463,6 +471,12 @@ class Client:
     async def symlink(self, path: Where, target: str) -> Attr:
         """Create a symbolic link."""
         return await self._one_shot(lambda t: t.symlink(path, target))
+
+    async def mknod(self, path: Where, kind: FileKind, mode: int = 0o644, rdev: int = 0) -> Attr:
+        """Create a special file: a FIFO or socket, or (as a superuser) a character or
+        block device with number `rdev`. Its content is no one's: the kernel of the
+        host that opens it serves it (a mount shows it as such)."""
+        return await self._one_shot(lambda t: t.mknod(path, kind, mode, rdev))
 
     async def unlink(self, path: Where) -> None:
         """Remove a file or symbolic link."""

@@ -445,6 +445,17 @@ class Transaction(Reads):
         q.path, q.dir, q.target = raw, directory, raw_target
         return self._attr(future)
 
+    def mknod(
+        self, path: Where, kind: FileKind, mode: int = 0o644, rdev: int = 0
+    ) -> Awaitable[Attr]:
+        """Create a special file at `path`: a FIFO or socket, or (as a superuser) a
+        character or block device with number `rdev` (as os.makedev makes it)."""
+        raw, directory = paths.wire_place(path)
+        request, future = self._new()
+        q = request.mknod
+        q.path, q.dir, q.kind, q.mode, q.rdev = raw, directory, int(kind), mode, rdev  # type: ignore[assignment]
+        return self._attr(future)
+
     def unlink(self, path: Where) -> Awaitable[None]:
         """Remove a file or symbolic link."""
         raw, directory = paths.wire_place(path)

@@ -16,15 +16,46 @@ class FileKind(enum.IntEnum):
     FILE = pb.KIND_FILE
     DIRECTORY = pb.KIND_DIRECTORY
     SYMLINK = pb.KIND_SYMLINK
+    # Special files: no content; the kernel of the host that opens one serves it.
+    FIFO = pb.KIND_FIFO
+    CHAR_DEVICE = pb.KIND_CHAR_DEVICE
+    BLOCK_DEVICE = pb.KIND_BLOCK_DEVICE
+    SOCKET = pb.KIND_SOCKET
 
     @property
     def type_bits(self) -> int:
         """The S_IFMT bits of this kind, for st_mode-style display."""
-        return {
-            FileKind.FILE: stat.S_IFREG,
-            FileKind.DIRECTORY: stat.S_IFDIR,
-            FileKind.SYMLINK: stat.S_IFLNK,
-        }[self]
+        return _TYPE_BITS[self]
+
+    @property
+    def special(self) -> bool:
+        """True for a FIFO, a socket or a device."""
+        return self in _SPECIAL
+
+    @property
+    def is_device(self) -> bool:
+        """True for a character or block device (they have a device number)."""
+        return self in (FileKind.CHAR_DEVICE, FileKind.BLOCK_DEVICE)
+
+    @classmethod
+    def of_mode(cls, mode: int) -> FileKind:
+        """The kind an st_mode's type bits name; ValueError for none of them."""
+        for kind, bits in _TYPE_BITS.items():
+            if stat.S_IFMT(mode) == bits:
+                return kind
+        raise ValueError(f"no file kind has type bits {stat.S_IFMT(mode):o}")
+
+
+_TYPE_BITS = {
+    FileKind.FILE: stat.S_IFREG,
+    FileKind.DIRECTORY: stat.S_IFDIR,
+    FileKind.SYMLINK: stat.S_IFLNK,
+    FileKind.FIFO: stat.S_IFIFO,
+    FileKind.CHAR_DEVICE: stat.S_IFCHR,
+    FileKind.BLOCK_DEVICE: stat.S_IFBLK,
+    FileKind.SOCKET: stat.S_IFSOCK,
+}
+_SPECIAL = frozenset({FileKind.FIFO, FileKind.CHAR_DEVICE, FileKind.BLOCK_DEVICE, FileKind.SOCKET})
 
 
 _KINDS = {int(kind): kind for kind in FileKind}  # a dict lookup costs less than the call
@@ -62,6 +93,7 @@ class Attr:
     replication: int
     blocksize: int
     version: int
+    rdev: int = 0  # a device's number (st_rdev); 0 for every other kind
 
     @property
     def is_dir(self) -> bool:
@@ -89,6 +121,7 @@ class Attr:
             a.replication,
             a.blocksize,
             a.version,
+            a.rdev,
         )
 
     def to_wire(self, out: pb.Attr) -> None:
@@ -105,6 +138,8 @@ class Attr:
         out.replication = self.replication
         out.blocksize = self.blocksize
         out.version = self.version
+        if self.rdev:
+            out.rdev = self.rdev
 
 
 @dataclass(frozen=True, slots=True)

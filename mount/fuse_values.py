@@ -28,7 +28,7 @@ def entry(attr: Attr, options: MountOptions) -> pyfuse3.EntryAttributes:
     e.st_nlink = attr.nlink
     e.st_uid = attr.uid
     e.st_gid = attr.gid
-    e.st_rdev = 0
+    e.st_rdev = attr.rdev
     e.st_size = attr.size
     e.st_blksize = attr.blocksize or 4096
     e.st_blocks = -(-attr.size // BLOCK_UNIT)

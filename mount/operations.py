@@ -22,7 +22,7 @@ import pyfuse3
 
 from plasmafs.client import At, Client
 from plasmafs.client.callers import LocalCaller, acting_for, current_caller
-from plasmafs.core.attributes import Attr, DirEntry
+from plasmafs.core.attributes import Attr, DirEntry, FileKind
 from plasmafs.core.errors import NotFoundError
 from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.direct_writes import DirectWrites
@@ -329,13 +329,23 @@ class PlasmaOperations(pyfuse3.Operations):
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        """Regular files only: device files, FIFOs and sockets are not kept."""
-        if not stat.S_ISREG(mode):
-            raise pyfuse3.FUSEError(errno.EPERM)
+        """A regular file, or a special file (FIFO, socket, device: kept as a name and
+        attributes; the kernel of the host that opens it serves it)."""
         self._check_writable()
+        try:
+            kind = FileKind.of_mode(mode)
+        except ValueError:
+            raise pyfuse3.FUSEError(errno.EINVAL) from None
         await self._table(parent_inode)
         await self._before_namenode_change()
-        attr = await self._changed(self._create(parent_inode, name, mode))
+        if kind is FileKind.FILE:
+            made = self._create(parent_inode, name, mode)
+        elif kind.special:
+            where = At(parent_inode, _name(name))
+            made = self.fs.mknod(where, kind, stat.S_IMODE(mode), rdev if kind.is_device else 0)
+        else:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        attr = await self._changed(made)
         self.behind.known(parent_inode, _name(name), attr)
         return self._listed(attr)
 

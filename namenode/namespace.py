@@ -290,6 +290,27 @@ class Namespace:
         self._link_new(t, parent, name, Inode(attr, target))
         return attr
 
+    async def mknod(
+        self, txn: Txn | None, where: Place, kind: FileKind, mode: int, rdev: int
+    ) -> Attr:
+        """Create a special file: a FIFO or a socket where the caller may create, a
+        character or block device only as the superuser (mknod(2) needs CAP_MKNOD);
+        `rdev` is a device's number, 0 for the others."""
+        t = self.transactions.writable(txn)
+        _new_name(where, ExistsError("/ exists"))
+        if not kind.special:
+            raise InvalidArgumentError(f"mknod makes special files, not a {kind.name.lower()}")
+        check_mode(mode)
+        if not 0 <= rdev < 2**63 or (rdev and not kind.is_device):
+            raise InvalidArgumentError(f"bad device number {rdev} for a {kind.name.lower()}")
+        if kind.is_device and not t.who.superuser:
+            raise OperationNotPermittedError(f"{where.shown}: only a superuser makes devices")
+        parent, name = await self._free_name(t, where)
+        ino = await self.inode_numbers.next()
+        attr = replace(self._new_attr(t.who, parent, kind, ino, mode), rdev=rdev)
+        self._link_new(t, parent, name, Inode(attr))
+        return attr
+
     # The steps every new name takes: lock its parent, check the name is free, build the
     # new inode's attributes, link it in.
 

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any
 
-from plasmafs.core.attributes import Extent
+from plasmafs.core.attributes import Extent, FileKind
 from plasmafs.core.errors import (
     BusyError,
     InvalidArgumentError,
@@ -426,6 +426,15 @@ async def _symlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
     (await s.ns.symlink(t, Place.of(q.path, q.dir), q.target)).to_wire(out.attr)
 
 
+async def _mknod(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.mknod
+    try:
+        kind = FileKind(q.kind)
+    except ValueError:
+        raise InvalidArgumentError(f"no file kind {q.kind}") from None
+    (await s.ns.mknod(t, Place.of(q.path, q.dir), kind, q.mode, q.rdev)).to_wire(out.attr)
+
+
 async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.readlink
     if q.ino and q.path:
@@ -554,6 +563,7 @@ HANDLERS: dict[str, Handler] = {
     "rename": _rename,
     "setattr": _setattr,
     "symlink": _symlink,
+    "mknod": _mknod,
     "readlink": _readlink,
     "fsstat": _fsstat,
     "allocate": _allocate,

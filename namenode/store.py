@@ -22,7 +22,7 @@ from plasmafs.namenode.inode_records import ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
-    "version, target, data"
+    "version, target, data, rdev"
 )
 
 # Every column of an inode, as a join (table alias i) reads it.
@@ -39,7 +39,7 @@ _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21, $22, $23,
-    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40)
+    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41)
 """
 
 
@@ -59,6 +59,7 @@ def inode_from_row(row: asyncpg.Record) -> Inode:
             row["replication"],
             row["blocksize"],
             row["version"],
+            row["rdev"],
         ),
         row["target"],
         row["data"],
@@ -543,8 +544,9 @@ def _inode_columns(inodes: Iterable[Inode]) -> list[list[object]]:
                 n.attr.version,
                 n.target,
                 n.data,
+                n.attr.rdev,
             )
             for n in inodes
         ),
-        14,
+        15,
     )

@@ -49,6 +49,10 @@ class FileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KIND_FILE: _ClassVar[FileKind]
     KIND_DIRECTORY: _ClassVar[FileKind]
     KIND_SYMLINK: _ClassVar[FileKind]
+    KIND_FIFO: _ClassVar[FileKind]
+    KIND_CHAR_DEVICE: _ClassVar[FileKind]
+    KIND_BLOCK_DEVICE: _ClassVar[FileKind]
+    KIND_SOCKET: _ClassVar[FileKind]
 
 class DatanodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -88,13 +92,17 @@ KIND_UNSPECIFIED: FileKind
 KIND_FILE: FileKind
 KIND_DIRECTORY: FileKind
 KIND_SYMLINK: FileKind
+KIND_FIFO: FileKind
+KIND_CHAR_DEVICE: FileKind
+KIND_BLOCK_DEVICE: FileKind
+KIND_SOCKET: FileKind
 DATANODE_LIVE: DatanodeState
 DATANODE_DEAD: DatanodeState
 DATANODE_DECOMMISSIONING: DatanodeState
 DATANODE_DECOMMISSIONED: DatanodeState
 
 class Attr(_message.Message):
-    __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version")
+    __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "rdev")
     INO_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +115,7 @@ class Attr(_message.Message):
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    RDEV_FIELD_NUMBER: _ClassVar[int]
     ino: int
     kind: FileKind
     mode: int
@@ -119,7 +128,8 @@ class Attr(_message.Message):
     replication: int
     blocksize: int
     version: int
-    def __init__(self, ino: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., ctime_ns: _Optional[int] = ..., nlink: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
+    rdev: int
+    def __init__(self, ino: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., ctime_ns: _Optional[int] = ..., nlink: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., version: _Optional[int] = ..., rdev: _Optional[int] = ...) -> None: ...
 
 class Begin(_message.Message):
     __slots__ = ("lock_wait_ms",)
@@ -267,6 +277,20 @@ class Symlink(_message.Message):
     dir: int
     def __init__(self, path: _Optional[bytes] = ..., target: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
 
+class MakeNode(_message.Message):
+    __slots__ = ("path", "dir", "kind", "mode", "rdev")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    RDEV_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    dir: int
+    kind: FileKind
+    mode: int
+    rdev: int
+    def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., rdev: _Optional[int] = ...) -> None: ...
+
 class ReadLink(_message.Message):
     __slots__ = ("path", "ino")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -388,7 +412,7 @@ class LocalCaller(_message.Message):
     def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir")
+    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
@@ -418,6 +442,7 @@ class Request(_message.Message):
     RELEASE_LEASES_FIELD_NUMBER: _ClassVar[int]
     LEASE_NEWS_FIELD_NUMBER: _ClassVar[int]
     LEASE_DIR_FIELD_NUMBER: _ClassVar[int]
+    MKNOD_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     caller: LocalCaller
@@ -447,7 +472,8 @@ class Request(_message.Message):
     release_leases: ReleaseLeases
     lease_news: LeaseNews
     lease_dir: LeaseDir
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ...) -> None: ...
+    mknod: MakeNode
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
