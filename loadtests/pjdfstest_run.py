@@ -32,11 +32,13 @@ from loadtests.harness import bench_cluster, update_benchmarks_md
 
 FILE_TIMEOUT = 600  # s one test file may take
 _PLAN = re.compile(r"^1\.\.(\d+)")
-_RESULT = re.compile(r"^(not ok|ok) (\d+)")
+_RESULT = re.compile(r"^(not ok|ok) (\d+)(.*# TODO)?")
 
 
 def run_file(test: Path, cwd: Path) -> tuple[int, int, list[int]]:
-    """(passed, planned, failed subtest numbers) of one pjdfstest file run in `cwd`."""
+    """(passed, planned, failed subtest numbers) of one pjdfstest file run in `cwd`. As
+    prove counts them, a subtest the suite marks TODO (a known difference of Linux from
+    its reading of POSIX) passes whatever it says."""
     try:
         done = subprocess.run(
             ["/bin/sh", str(test)],
@@ -59,7 +61,7 @@ def run_file(test: Path, cwd: Path) -> tuple[int, int, list[int]]:
         if result:
             number = int(result[2])
             seen.add(number)
-            if result[1] == "ok":
+            if result[1] == "ok" or result[3]:
                 passed += 1
             else:
                 failed.append(number)
@@ -111,10 +113,11 @@ def _callers_mount() -> Iterator[Path]:
 def markdown(f: dict[str, Any], command: str) -> str:
     """The README section: passed/total by directory, and every failure."""
     lines = [
-        "## POSIX: pjdfstest on the mount (`loadtests/pjdfstest_run.py`)",
+        "### POSIX: pjdfstest on the mount (`loadtests/pjdfstest_run.py`)",
         "",
         f"Command: `{command}` — pjdfstest at commit {f['commit']}, run as root on a mount",
-        "with `-o callers` of a throw-away local cluster.",
+        "with `-o callers` of a throw-away local cluster; subtests the suite marks TODO count",
+        "as passed, as prove counts them.",
         "",
         "| directory | passed | total | % |",
         "|---|---:|---:|---:|",

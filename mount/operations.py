@@ -203,13 +203,16 @@ class PlasmaOperations(pyfuse3.Operations):
         known = self.behind.attr(inode) or self.readahead.attr(inode)
         if known is not None:
             return self._entry(known)
+        gone = self._open_attr(inode)
+        if gone is not None and gone.nlink == 0:  # removed here while open
+            return self._entry(gone)
         try:
             attr = await self.fs.getattr(inode)
         except NotFoundError:
             kept = self._open_attr(inode)
             if kept is None:
                 raise pyfuse3.FUSEError(errno.ENOENT) from None
-            return entry(kept, self.options)
+            return entry(replace(kept, nlink=0), self.options)
         except Exception as exc:
             raise fuse_error(exc) from None
         return self._entry(attr)
@@ -232,9 +235,10 @@ class PlasmaOperations(pyfuse3.Operations):
         return None
 
     def _open_attr(self, inode: int) -> Attr | None:
+        """The attributes of `inode` as a handle open here knows them, if any."""
         for handle in self._handles.values():
             if handle.ino == inode:
-                return replace(handle.attr, nlink=0)
+                return handle.attr
         return None
 
     async def setattr(
@@ -259,6 +263,10 @@ class PlasmaOperations(pyfuse3.Operations):
             changes["gid"] = attr.st_gid
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
+        if not changes and not fields.update_size:
+            # chown(f, -1, -1), or the kernel's note of a ctime: nothing to change, and
+            # nothing to refuse (POSIX).
+            return await self.getattr(inode, ctx)
         await self._settle(inode)
         writing = self._writing(inode)
         if writing is None:
@@ -369,14 +377,23 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._table(parent)
         if self.behind.removable_here(parent, name):
             gone = await self._changed(self.behind.remove(parent, name, directory_wanted=directory))
-            for handle in self._handles.values():
-                if handle.ino == gone.ino:
-                    handle.unlinked()
+            self._unlinked(gone.ino)
             return
         await self._before_namenode_change()
         where = At(parent, name)
+        leased = self.behind.leased(parent)
+        gone_ino = leased.entries[name].ino if leased and name in leased.entries else None
         await self._changed(self.fs.rmdir(where) if directory else self.fs.unlink(where))
         self.behind.forget_entry(parent, name)
+        if gone_ino is not None:
+            self._unlinked(gone_ino)
+
+    def _unlinked(self, inode: int) -> None:
+        """The name of `inode` was removed here: what is open of it has no link left."""
+        for handle in self._handles.values():
+            if handle.ino == inode:
+                handle.unlinked()
+                handle.attr = replace(handle.attr, nlink=0)
 
     async def _table(self, parent: int) -> LeasedDir | None:
         """The write-behind's table of directory `parent` about to be changed: leased
@@ -408,6 +425,10 @@ class PlasmaOperations(pyfuse3.Operations):
         await answer(self.behind.send())
         await self._changed(self.fs.rename(src, dst, replace=not noreplace))
         await answer(self.behind.release([parent_inode_old, parent_inode_new]))
+        # Their entries in the tables of their own parents: links and times changed.
+        for parent in {parent_inode_old, parent_inode_new}:
+            if self.behind.attr(parent) is not None:
+                self.behind.update(await answer(self.fs.getattr(parent)))
 
     # --- directories ----------------------------------------------------------------------
 

@@ -318,12 +318,14 @@ class WriteBehind:
             if attr is not None:
                 self.located.pop(attr.ino, None)
                 self.dirs.pop(attr.ino, None)
+                directory.touched(-1 if attr.is_dir else 0)
 
     def known(self, parent: int, name: str, attr: Attr) -> None:
         """An entry made in leased `parent` through the namenode (a symlink, a rename)."""
         directory = self.dirs.get(parent)
         if directory is not None:
             self._add(parent, directory, name, attr)
+            directory.touched(+1 if attr.is_dir else 0)
 
     def failure(self) -> PlasmaError | None:
         """The error of a send that failed since the last call (reported by fsync)."""

@@ -103,6 +103,29 @@ async def test_a_local_users_groups_count(callers_mount: Mount, ifs: Client) -> 
     _refused(_as(CAT, f"cat {mnt}/team/plan"), "Permission denied")
 
 
+async def test_what_pjdfstest_found_about_open_and_unchanged_files(
+    callers_mount: Mount, ifs: Client
+) -> None:
+    await ifs.mkdir("/shared", 0o1777)
+    mnt = callers_mount.path
+    _ok(
+        _as(
+            ANN,
+            f"mkdir {mnt}/shared/ann && echo x > {mnt}/shared/ann/f && chmod 755 {mnt}/shared/ann",
+        )
+    )
+    # chown(f, -1, -1) changes nothing, so anyone may ask it (POSIX).
+    _ok(_as(BEN, f"python3 -c 'import os; os.chown(\"{mnt}/shared/ann/f\", -1, -1)'"))
+    # A file removed while open has no link left, whether the removal was queued or not.
+    for where in ("shared/ann/f", "shared/g"):
+        script = (
+            "import os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
+            "os.unlink(sys.argv[1]); print(os.fstat(fd).st_nlink)"
+        )
+        out = _as(ANN, f"python3 -c '{script}' {mnt}/{where}")
+        assert _ok(out).strip() == "0", (where, out)
+
+
 def test_a_mount_without_the_right_is_its_users_alone(
     inline_cluster: DataCluster, open_dir: Path
 ) -> None:

@@ -329,3 +329,12 @@ def test_a_file_open_when_its_directory_is_recalled_keeps_all_that_is_written(
     with SyncClient(address) as fs:
         assert fs.read_file("/d/open") == b"first part, second part"
     assert (mount.path / "d" / "open").read_bytes() == b"first part, second part"
+
+
+def test_links_of_directories_follow_a_directory_moved_between_them(mount: Mount) -> None:
+    top = mount.path / "top"  # every directory here is leased: their tables answer stat
+    (top / "a" / "sub").mkdir(parents=True)
+    (top / "b").mkdir()
+    assert (os.lstat(top / "a").st_nlink, os.lstat(top / "b").st_nlink) == (3, 2)
+    os.rename(top / "a" / "sub", top / "b" / "sub")
+    assert (os.lstat(top / "a").st_nlink, os.lstat(top / "b").st_nlink) == (2, 3)

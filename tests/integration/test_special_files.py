@@ -78,8 +78,11 @@ def test_the_mount_makes_fifos_and_devices_the_local_kernel_serves(
     inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
     with mounted(inline_cluster.namenode.address, tmp_path / "mnt") as m:
-        pipe = m.path / "pipe"
+        pipe = m.path / "d" / "pipe"
+        pipe.parent.mkdir()  # a directory the mount leases
+        before = os.stat(pipe.parent).st_mtime_ns
         os.mkfifo(pipe, 0o600)
+        assert os.stat(pipe.parent).st_mtime_ns > before
         assert stat.S_ISFIFO(os.stat(pipe).st_mode)
         got: list[bytes] = []
         reader = threading.Thread(target=lambda: got.append(pipe.read_bytes()))
@@ -96,7 +99,7 @@ def test_the_mount_makes_fifos_and_devices_the_local_kernel_serves(
         os.rename(m.path / "null", m.path / "null2")
         os.unlink(m.path / "null2")
         os.unlink(pipe)
-        assert sorted(os.listdir(m.path)) == []
+        assert sorted(os.listdir(m.path)) == ["d"] and os.listdir(pipe.parent) == []
         with pytest.raises(OSError) as refused:
             os.mknod(m.path / "bad", 0o600 | stat.S_IFDIR)
         assert refused.value.errno in (errno.EINVAL, errno.EPERM)
