@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import importlib.util
 import os
+import posixpath
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -184,6 +185,24 @@ async def cmd_symlink(fs: Client, args: argparse.Namespace, out: Reporter) -> No
         await fs.symlink(path, args.target)
 
     await out.each([args.path], one)
+
+
+async def cmd_ln(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    """`pfs ln [-s] TARGET LINK`: into LINK when it is a directory, as ln does."""
+
+    async def one(link: str) -> None:
+        try:
+            into_dir = (await fs.stat(link)).kind is FileKind.DIRECTORY
+        except NotFoundError:
+            into_dir = False
+        if into_dir:
+            link = posixpath.join(link, posixpath.basename(args.target.rstrip("/")))
+        if args.symbolic:
+            await fs.symlink(link, args.target)
+        else:
+            await fs.link(args.target, link)
+
+    await out.each([args.link], one)
 
 
 async def cmd_readlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
@@ -573,6 +592,7 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "mv": cmd_mv,
     "touch": cmd_touch,
     "symlink": cmd_symlink,
+    "ln": cmd_ln,
     "readlink": cmd_readlink,
     "chmod": cmd_chmod,
     "chown": cmd_chown,

@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("symlink", help="create a symbolic link PATH -> TARGET")
     p.add_argument("target")
     p.add_argument("path")
+    p = sub.add_parser("ln", help="a hard link LINK to TARGET (-s: a symbolic one), as ln")
+    p.add_argument("-s", dest="symbolic", action="store_true", help="a symbolic link")
+    p.add_argument("target")
+    p.add_argument("link", help="the new name (in it, if it is a directory)")
     p = sub.add_parser("readlink", help="print symbolic link targets")
     p.add_argument("paths", nargs="+")
     p = sub.add_parser(

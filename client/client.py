@@ -478,6 +478,12 @@ class Client:
         host that opens it serves it (a mount shows it as such)."""
         return await self._one_shot(lambda t: t.mknod(path, kind, mode, rdev))
 
+    async def link(self, target: str | int, path: Where) -> Attr:
+        """A hard link: the new name `path` for `target` (a path, its last component not
+        followed, or an inode number; not a directory). The file's attributes, with
+        one more link."""
+        return await self._one_shot(lambda t: t.link(target, path))
+
     async def unlink(self, path: Where) -> None:
         """Remove a file or symbolic link."""
         await self._one_shot(lambda t: t.unlink(path))

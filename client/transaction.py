@@ -456,6 +456,19 @@ class Transaction(Reads):
         q.path, q.dir, q.kind, q.mode, q.rdev = raw, directory, int(kind), mode, rdev  # type: ignore[assignment]
         return self._attr(future)
 
+    def link(self, target: str | int, path: Where) -> Awaitable[Attr]:
+        """A new name `path` for the file, symlink or special file `target` (a path,
+        its last component not followed, or an inode number): a hard link."""
+        raw, directory = paths.wire_place(path)
+        request, future = self._new()
+        q = request.link
+        if isinstance(target, int):
+            q.target_ino = target
+        else:
+            q.target_path = paths.encode(target)
+        q.path, q.dir = raw, directory
+        return self._attr(future)
+
     def unlink(self, path: Where) -> Awaitable[None]:
         """Remove a file or symbolic link."""
         raw, directory = paths.wire_place(path)

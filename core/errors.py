@@ -213,6 +213,13 @@ class ConnectionLostError(PlasmaError):
 FAILOVER_ERRORS = (ConnectionLostError, ShutdownError)
 
 
+class TooManyLinksError(PlasmaError):
+    """Too many links."""
+
+    code = pb.EMLINK
+    posix_errno = _errno.EMLINK
+
+
 class StaleFileError(PlasmaError):
     """The file changed after it was opened and the version being read is gone: open it
     again (raised by the client only, so it has no wire code of its own)."""

@@ -35,6 +35,7 @@ _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {
     errors.NameTooLongError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.ConflictError: grpc.StatusCode.ABORTED,
     errors.LoopError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.TooManyLinksError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.TransactionError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.BusyError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.StorageError: grpc.StatusCode.INTERNAL,

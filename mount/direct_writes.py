@@ -51,6 +51,9 @@ class DirectWrites:
     def update(self, attr: Attr) -> None:
         """No table to update."""
 
+    def relinked(self, attr: Attr) -> None:
+        """No table to update."""
+
     def forget_entry(self, parent: int, name: str) -> None:
         """No table to update."""
 

@@ -360,8 +360,23 @@ class PlasmaOperations(pyfuse3.Operations):
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        """Hard links are not kept: EPERM, as link(2) on a file system without them."""
-        raise pyfuse3.FUSEError(errno.EPERM)
+        """A hard link: a new name for an existing inode (the namenode makes it, once
+        what is queued, the inode's creation among it, is there)."""
+        self._check_writable()
+        name = _name(new_name)
+        await self._table(new_parent_inode)
+        await self._settle(inode)
+        attr = await self._changed(self.fs.link(inode, At(new_parent_inode, name)))
+        self.behind.known(new_parent_inode, name, attr)
+        self._links_changed(attr)
+        return self._listed(attr)
+
+    def _links_changed(self, attr: Attr) -> None:
+        """`attr` (a new link count) for every name and open file of its inode here."""
+        self.behind.relinked(attr)
+        for handle in self._handles.values():
+            if handle.ino == attr.ino:
+                handle.attr = replace(handle.attr, nlink=attr.nlink, ctime_ns=attr.ctime_ns)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove a file or symbolic link."""
@@ -376,20 +391,25 @@ class PlasmaOperations(pyfuse3.Operations):
     async def _remove(self, parent: int, name: str, *, directory: bool) -> None:
         await self._table(parent)
         if self.behind.removable_here(parent, name):
-            gone = await self._changed(self.behind.remove(parent, name, directory_wanted=directory))
-            self._unlinked(gone.ino)
+            removed = await self._changed(
+                self.behind.remove(parent, name, directory_wanted=directory)
+            )
+            self._unlinked(removed.ino)
             return
         await self._before_namenode_change()
         where = At(parent, name)
         leased = self.behind.leased(parent)
-        gone_ino = leased.entries[name].ino if leased and name in leased.entries else None
+        gone = leased.entries.get(name) if leased is not None else None
         await self._changed(self.fs.rmdir(where) if directory else self.fs.unlink(where))
         self.behind.forget_entry(parent, name)
-        if gone_ino is not None:
-            self._unlinked(gone_ino)
+        if gone is not None and gone.nlink > 1 and not directory:  # other names stay
+            self._links_changed(await answer(self.fs.getattr(gone.ino)))
+        elif gone is not None:
+            self._unlinked(gone.ino)
 
     def _unlinked(self, inode: int) -> None:
-        """The name of `inode` was removed here: what is open of it has no link left."""
+        """The last name of `inode` was removed here: what is open of it has no link
+        left."""
         for handle in self._handles.values():
             if handle.ino == inode:
                 handle.unlinked()
@@ -539,6 +559,8 @@ class PlasmaOperations(pyfuse3.Operations):
             self._check_writable()
         if inode in self.behind.unsent:
             await answer(self.behind.send())
+        if writes and flags & os.O_TRUNC:
+            await self._truncate_at_open(inode)
         if flags & os.O_ACCMODE == os.O_WRONLY:
             handle = OpenFile(self.fs, await answer(self.fs.getattr(inode)), writable=True)
         else:  # the block list now: what was committed before this open, even if removed
@@ -550,6 +572,18 @@ class PlasmaOperations(pyfuse3.Operations):
             await handle.release()
             raise
         return self._opened(handle, flags)
+
+    async def _truncate_at_open(self, inode: int) -> None:
+        """O_TRUNC (the kernel leaves it to the mount): the content goes at the open,
+        written or not after it, unless something open here is writing it."""
+        if self._writing(inode) is not None:
+            return
+        known = self.behind.attr(inode)
+        attr = known if known is not None else await answer(self.fs.getattr(inode))
+        if attr.size > 0:
+            await self._settle(inode)
+            truncated = self.fs.setattr(inode, size=0, mtime_now=True)  # a change of content
+            self._committed(await self._changed(truncated))
 
     def _opened(self, handle: FileHandle, flags: int) -> pyfuse3.FileInfo:
         number = next(self._numbers)

@@ -300,6 +300,8 @@ class WriteBehind:
         if directory is None or not directory.writable or not self.queues_here(directory):
             return False
         attr = directory.entries.get(name)
+        if attr is not None and attr.kind is not FileKind.DIRECTORY and attr.nlink > 1:
+            return False  # other names stay: the namenode counts the links
         return attr is None or attr.kind is not FileKind.DIRECTORY or attr.ino in self.dirs
 
     def update(self, attr: Attr) -> None:
@@ -309,6 +311,16 @@ class WriteBehind:
         where = self.located.get(attr.ino)
         if where is not None and where[0] in self.dirs:
             self.dirs[where[0]].entries[where[1]] = attr
+
+    def relinked(self, attr: Attr) -> None:
+        """The link count (and ctime) of `attr.ino` changed: every name of it in a
+        table takes them (a file with hard links has several)."""
+        for directory in self.dirs.values():
+            for name, known in directory.entries.items():
+                if known.ino == attr.ino:
+                    directory.entries[name] = replace(
+                        known, nlink=attr.nlink, ctime_ns=attr.ctime_ns
+                    )
 
     def forget_entry(self, parent: int, name: str) -> None:
         """`name` left leased `parent` through the namenode."""

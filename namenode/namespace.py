@@ -33,6 +33,7 @@ from plasmafs.core.errors import (
     OperationNotPermittedError,
     PlasmaError,
     StorageError,
+    TooManyLinksError,
 )
 from plasmafs.core.value_checks import check_blocksize, check_mode, check_replication
 from plasmafs.namenode.addressing import Place
@@ -59,6 +60,8 @@ from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 from plasmafs.namenode.transactions import Transactions
 from plasmafs.namenode.view import MAX_DEPTH, View
+
+MAX_LINKS = 65000  # hard links of one inode at most (ext4's limit)
 
 DIRTREE_LOCK: LockKey = ("dirtree",)
 
@@ -311,6 +314,36 @@ class Namespace:
         self._link_new(t, parent, name, Inode(attr))
         return attr
 
+    async def link(self, txn: Txn | None, target: Place | int, where: Place) -> Attr:
+        """A new name for an existing file, symlink or special file (`target`: a place,
+        its last component not followed, or an inode number): one inode, one more link.
+        A directory gets EPERM, as link(2) on Linux gives it."""
+        t = self.transactions.writable(txn)
+        _new_name(where, ExistsError("/ exists"))
+        if isinstance(target, int):
+            seen = await self.view.inode(t, target)
+            if seen is None:
+                raise NotFoundError(f"no inode {target}")
+            await self.view.check_ancestors(t.who, t, seen)
+        else:
+            seen = await self.view.resolve_place(t.who, t, target, follow_last=False)
+        if seen.kind is FileKind.DIRECTORY:
+            raise OperationNotPermittedError(f"{where.shown}: directories have no hard links")
+        parent, name = await self._free_name(t, where)
+        await self.transactions.lock(t, ("i", seen.ino), True)
+        inode = await self.view.inode(t, seen.ino)
+        if inode is None or inode.attr.nlink == 0:
+            raise NotFoundError(f"no such file: the link's target was removed ({where.shown})")
+        if inode.attr.nlink >= MAX_LINKS:
+            raise TooManyLinksError(f"{where.shown}: {MAX_LINKS} links already")
+        now = time.time_ns()
+        attr = t.cs.put_changed_inode(
+            inode, replace(inode.attr, nlink=inode.attr.nlink + 1, ctime_ns=now), inode.data
+        )
+        t.cs.set_entry(parent.ino, name, inode.ino)
+        t.cs.touch(parent.ino, now)
+        return attr
+
     # The steps every new name takes: lock its parent, check the name is free, build the
     # new inode's attributes, link it in.
 
@@ -361,11 +394,21 @@ class Namespace:
         victim = await self._locked_entry_inode(t, parent, name, where)
         if victim.kind is FileKind.DIRECTORY:
             raise IsDirectoryError(f"{where.shown} is a directory")
-        if victim.kind is FileKind.FILE:
-            await self.data.drop_all(t, victim.ino)
+        now = time.time_ns()
+        await self._drop_link(t, victim, now)
         t.cs.set_entry(parent.ino, name, None)
-        t.cs.delete_inode(victim.ino, victim.kind)
-        t.cs.touch(parent.ino, time.time_ns())
+        t.cs.touch(parent.ino, now)
+
+    async def _drop_link(self, t: Txn, inode: Inode, now: int) -> None:
+        """One name of non-directory `inode` (locked) goes: its last one removes it,
+        with its data; another leaves it one link fewer."""
+        if inode.attr.nlink > 1:
+            attr = replace(inode.attr, nlink=inode.attr.nlink - 1, ctime_ns=now)
+            t.cs.put_changed_inode(inode, attr, inode.data)
+            return
+        if inode.kind is FileKind.FILE:
+            await self.data.drop_all(t, inode.ino)
+        t.cs.delete_inode(inode.ino, inode.kind)
 
     async def rmdir(self, txn: Txn | None, where: Place) -> None:
         """Remove an empty directory."""
@@ -444,6 +487,8 @@ class Namespace:
             await self._locked_entry_inode(t, src_dir, src_name, src)
             return
         moved = await self._locked_entry_inode(t, src_dir, src_name, src)
+        if await self.view.entry(t, dst_dir.ino, dst_name) == moved.ino:
+            return  # two names of one file: POSIX says rename does nothing
         is_dir = moved.kind is FileKind.DIRECTORY
         if is_dir and src_dir.ino != dst_dir.ino:
             m = moved.attr  # its ".." entry changes
@@ -462,8 +507,6 @@ class Namespace:
                 raise IsDirectoryError(f"{dst.shown} is a directory")
             if is_dir and await self._has_children(t, replaced.ino):
                 raise NotEmptyError(f"{dst.shown} is not empty")
-            if replaced.kind is FileKind.FILE:
-                await self.data.drop_all(t, replaced.ino)
         else:
             at = dst_dir.attr
             check_create(who, at.mode, at.uid, at.gid, dst.shown)
@@ -471,8 +514,10 @@ class Namespace:
         cs = t.cs
         cs.set_entry(src_dir.ino, src_name, None)
         cs.set_entry(dst_dir.ino, dst_name, moved.ino)
-        if replaced is not None:
+        if replaced is not None and replaced.kind is FileKind.DIRECTORY:
             cs.delete_inode(replaced.ino, replaced.kind)
+        elif replaced is not None:
+            await self._drop_link(t, replaced, now)
         bumped = 0 if moved.ino in cs.inodes else 1
         cs.put_inode(
             replace(

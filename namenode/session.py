@@ -435,6 +435,14 @@ async def _mknod(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> 
     (await s.ns.mknod(t, Place.of(q.path, q.dir), kind, q.mode, q.rdev)).to_wire(out.attr)
 
 
+async def _link(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.link
+    if bool(q.target_ino) == bool(q.target_path):
+        raise InvalidArgumentError("name the link's target by its path or its inode, not both")
+    target = q.target_ino or Place.of(q.target_path)
+    (await s.ns.link(t, target, Place.of(q.path, q.dir))).to_wire(out.attr)
+
+
 async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.readlink
     if q.ino and q.path:
@@ -564,6 +572,7 @@ HANDLERS: dict[str, Handler] = {
     "setattr": _setattr,
     "symlink": _symlink,
     "mknod": _mknod,
+    "link": _link,
     "readlink": _readlink,
     "fsstat": _fsstat,
     "allocate": _allocate,

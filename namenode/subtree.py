@@ -93,11 +93,17 @@ class Subtrees:
             totals.unreadable = 1
             return totals
         frontier = [root.ino]
+        linked: set[int] = set()  # files with several names, counted once
         async with self.tree.snapshot() as snap:
             while frontier:
                 below: list[int] = []
                 for start in range(0, len(frontier), LEVEL_BATCH):
                     level, directories = await snap.level(frontier[start : start + LEVEL_BATCH])
+                    for ino, size, space in level.linked:
+                        if ino not in linked:
+                            linked.add(ino)
+                            totals.files, totals.bytes = totals.files + 1, totals.bytes + size
+                            totals.space += int(space)
                     totals.files += level.files
                     totals.directories += level.directories
                     totals.symlinks += level.symlinks

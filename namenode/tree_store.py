@@ -27,6 +27,7 @@ class LevelTotals:
     symlinks: int = 0
     bytes: int = 0
     space: int = 0
+    linked: tuple[tuple[int, int, int], ...] = ()  # (ino, size, space) of hard-linked files
 
 
 class Subdirectory(NamedTuple):
@@ -50,13 +51,18 @@ _LISTED = (
 
 
 _FILE, _DIRECTORY, _SYMLINK = int(FileKind.FILE), int(FileKind.DIRECTORY), int(FileKind.SYMLINK)
+_SPACE = "CASE WHEN i.data IS NULL THEN i.size * i.replication ELSE i.size END"
+# Files with several names (hard links) come as (ino, size, space) lists: a summary
+# counts each once, wherever its names are.
 _LEVEL = f"""
-SELECT count(*) FILTER (WHERE i.kind = {_FILE}) AS files,
+SELECT count(*) FILTER (WHERE i.kind = {_FILE} AND i.nlink = 1) AS files,
        count(*) FILTER (WHERE i.kind = {_DIRECTORY}) AS directories,
        count(*) FILTER (WHERE i.kind = {_SYMLINK}) AS symlinks,
-       coalesce(sum(i.size) FILTER (WHERE i.kind = {_FILE}), 0) AS bytes,
-       coalesce(sum(CASE WHEN i.data IS NULL THEN i.size * i.replication ELSE i.size END)
-                FILTER (WHERE i.kind = {_FILE}), 0) AS space,
+       coalesce(sum(i.size) FILTER (WHERE i.kind = {_FILE} AND i.nlink = 1), 0) AS bytes,
+       coalesce(sum({_SPACE}) FILTER (WHERE i.kind = {_FILE} AND i.nlink = 1), 0) AS space,
+       array_agg(i.ino) FILTER (WHERE i.kind = {_FILE} AND i.nlink > 1) AS linked_inos,
+       array_agg(i.size) FILTER (WHERE i.kind = {_FILE} AND i.nlink > 1) AS linked_sizes,
+       array_agg({_SPACE}) FILTER (WHERE i.kind = {_FILE} AND i.nlink > 1) AS linked_spaces,
        array_agg(i.ino) FILTER (WHERE i.kind = {_DIRECTORY}) AS inos,
        array_agg(i.mode) FILTER (WHERE i.kind = {_DIRECTORY}) AS modes,
        array_agg(i.uid) FILTER (WHERE i.kind = {_DIRECTORY}) AS uids,
@@ -108,8 +114,13 @@ class TreeSnapshot:
         """The totals of the entries of directories `parents`, and the subdirectories
         among those entries, in one query."""
         r = await self._conn.fetchrow(_LEVEL, parents)
+        linked: tuple[tuple[int, int, int], ...] = ()
+        if r["linked_inos"]:
+            linked = tuple(
+                zip(r["linked_inos"], r["linked_sizes"], r["linked_spaces"], strict=True)
+            )
         totals = LevelTotals(
-            r["files"], r["directories"], r["symlinks"], int(r["bytes"]), int(r["space"])
+            r["files"], r["directories"], r["symlinks"], int(r["bytes"]), int(r["space"]), linked
         )
         if not r["inos"]:
             return totals, []

@@ -34,6 +34,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EACCES: _ClassVar[ErrorCode]
     ETICKET: _ClassVar[ErrorCode]
     EAUTH: _ClassVar[ErrorCode]
+    EMLINK: _ClassVar[ErrorCode]
 
 class ReplicaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -83,6 +84,7 @@ ECONNLOST: ErrorCode
 EACCES: ErrorCode
 ETICKET: ErrorCode
 EAUTH: ErrorCode
+EMLINK: ErrorCode
 REPLICA_LIVE: ReplicaState
 REPLICA_SUSPECT: ReplicaState
 REPLICA_LOST: ReplicaState
@@ -277,6 +279,18 @@ class Symlink(_message.Message):
     dir: int
     def __init__(self, path: _Optional[bytes] = ..., target: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
 
+class Link(_message.Message):
+    __slots__ = ("target_path", "target_ino", "path", "dir")
+    TARGET_PATH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_INO_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    target_path: bytes
+    target_ino: int
+    path: bytes
+    dir: int
+    def __init__(self, target_path: _Optional[bytes] = ..., target_ino: _Optional[int] = ..., path: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
+
 class MakeNode(_message.Message):
     __slots__ = ("path", "dir", "kind", "mode", "rdev")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -412,7 +426,7 @@ class LocalCaller(_message.Message):
     def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod")
+    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod", "link")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
@@ -443,6 +457,7 @@ class Request(_message.Message):
     LEASE_NEWS_FIELD_NUMBER: _ClassVar[int]
     LEASE_DIR_FIELD_NUMBER: _ClassVar[int]
     MKNOD_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     caller: LocalCaller
@@ -473,7 +488,8 @@ class Request(_message.Message):
     lease_news: LeaseNews
     lease_dir: LeaseDir
     mknod: MakeNode
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ...) -> None: ...
+    link: Link
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ..., link: _Optional[_Union[Link, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")

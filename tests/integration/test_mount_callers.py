@@ -108,12 +108,8 @@ async def test_what_pjdfstest_found_about_open_and_unchanged_files(
 ) -> None:
     await ifs.mkdir("/shared", 0o1777)
     mnt = callers_mount.path
-    _ok(
-        _as(
-            ANN,
-            f"mkdir {mnt}/shared/ann && echo x > {mnt}/shared/ann/f && chmod 755 {mnt}/shared/ann",
-        )
-    )
+    ann = mnt / "shared" / "ann"
+    _ok(_as(ANN, f"mkdir {ann} && echo x > {ann}/f && chmod 755 {ann}"))
     # chown(f, -1, -1) changes nothing, so anyone may ask it (POSIX).
     _ok(_as(BEN, f"python3 -c 'import os; os.chown(\"{mnt}/shared/ann/f\", -1, -1)'"))
     # A file removed while open has no link left, whether the removal was queued or not.
@@ -124,6 +120,13 @@ async def test_what_pjdfstest_found_about_open_and_unchanged_files(
         )
         out = _as(ANN, f"python3 -c '{script}' {mnt}/{where}")
         assert _ok(out).strip() == "0", (where, out)
+    # O_TRUNC empties a file at the open, written after or not, and that is a change.
+    _ok(_as(ANN, f"echo test > {ann}/t"))
+    before = (await ifs.stat("/shared/ann/t")).mtime_ns
+    script = "import os, sys; os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC))"
+    _ok(_as(ANN, f"python3 -c '{script}' {ann}/t"))
+    after = await ifs.stat("/shared/ann/t")
+    assert after.size == 0 and after.mtime_ns > before
 
 
 def test_a_mount_without_the_right_is_its_users_alone(
