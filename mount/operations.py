@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 DIRECTORY_PAGE = 1024  # entries per namenode request while listing
 MAX_NAME = 255
+SET_ID = stat.S_ISUID | stat.S_ISGID
 
 
 async def answer(work: Awaitable[T]) -> T:
@@ -603,7 +604,27 @@ class PlasmaOperations(pyfuse3.Operations):
         came: the kernel writes cached pages back several at once; the handle orders
         them)."""
         self.readahead.forget()
-        return await answer(self._handles[fh].write(off, buf))
+        handle = self._handles[fh]
+        if handle.attr.mode & SET_ID and not handle.writing:
+            await self._drop_set_id(handle)
+        return await answer(handle.write(off, buf))
+
+    async def _drop_set_id(self, handle: FileHandle) -> None:
+        """A write by a local caller other than root clears the file's set-user-ID bit,
+        and its set-group-ID bit if group members may execute it, as Linux does (the
+        kernel asks it itself only of writes through its page cache)."""
+        caller = current_caller()
+        mode = handle.attr.mode
+        kept = mode & ~stat.S_ISUID
+        if mode & stat.S_IXGRP:
+            kept &= ~stat.S_ISGID
+        if caller is None or caller.uid == 0 or kept == mode:
+            return
+        attr = await self._changed(self.fs.setattr(handle.ino, mode=kept))
+        for other in self._handles.values():
+            if other.ino == attr.ino:
+                other.attr = attr
+        self._committed(attr)
 
     async def _before_release(self, inodes: set[int]) -> None:
         """Files kept in memory in directories about to be released become ordinary

@@ -4,6 +4,7 @@ and again on what was locked (its owner may have changed meanwhile)."""
 
 from __future__ import annotations
 
+import stat
 import time
 from dataclasses import dataclass, replace
 
@@ -120,7 +121,11 @@ class AttributeRules:
         every change asked of inode `a`."""
         who = t.who
         mode, uid, gid = asked.mode, asked.uid, asked.gid
-        if mode is not None:
+        if mode is not None and _clears_set_id_only(a.mode, mode) and who.uid != a.uid:
+            # What a write by anyone but root does (Linux's file_remove_privs): whoever
+            # may write the file may ask it.
+            check_data(who, t, a, W, what)
+        elif mode is not None:
             mode = check_chmod(who, a.uid, a.gid, mode, what)
         if uid is not None or gid is not None:
             uid, gid = check_chown(who, a.uid, a.gid, uid, gid, what)
@@ -159,3 +164,9 @@ class _Asked:
             v is None
             for v in (self.mode, self.uid, self.gid, self.mtime_ns, self.size, self.replication)
         )
+
+
+def _clears_set_id_only(old: int, new: int) -> bool:
+    """True if `new` is `old` without some of its set-user-ID and set-group-ID bits."""
+    set_id = stat.S_ISUID | stat.S_ISGID
+    return new != old and new & ~set_id == old & ~set_id and not new & set_id & ~old

@@ -127,6 +127,13 @@ async def test_what_pjdfstest_found_about_open_and_unchanged_files(
     _ok(_as(ANN, f"python3 -c '{script}' {ann}/t"))
     after = await ifs.stat("/shared/ann/t")
     assert after.size == 0 and after.mtime_ns > before
+    # A write by anyone but root clears set-user-ID (and set-group-ID with group x).
+    for mode, flag in ((0o4777, "O_WRONLY"), (0o6777, "O_RDWR"), (0o2777, "O_WRONLY")):
+        await ifs.write_file("/shared/setid", b"")
+        await ifs.chmod("/shared/setid", mode)
+        script = f"import os, sys; fd = os.open(sys.argv[1], os.{flag}); os.write(fd, b'x')"
+        _ok(_as(BEN, f'python3 -c "{script}" {mnt}/shared/setid'))
+        assert (await ifs.stat("/shared/setid")).mode == 0o777, oct(mode)
 
 
 def test_a_mount_without_the_right_is_its_users_alone(
