@@ -113,6 +113,17 @@ async def fs(namenode: NamenodeProcess) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
+async def alice(namenode: NamenodeProcess) -> AsyncIterator[Client]:
+    """A client of the test's namenode acting as alice (tests/support/accounts.py), who
+    is no superuser."""
+    client = Client(namenode.address, token=TOKENS["alice"])
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
 def pfs(namenode: NamenodeProcess, tmp_path: Path) -> Pfs:
     """`pfs(*args)` runs the CLI against the test's namenode, with a private PFS_HOME."""
     home = tmp_path / "pfs-home"

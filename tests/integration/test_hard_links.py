@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,8 @@ from plasmafs.core.errors import (
     PermissionError,
 )
 from tests.conftest import DataCluster
-from tests.support.accounts import TOKENS
 from tests.support.cli_runner import Pfs, assert_error, assert_ok
-from tests.support.cluster import NamenodeProcess
 from tests.support.mounts import mounted
-
-
-@pytest.fixture
-async def alice(namenode: NamenodeProcess) -> AsyncIterator[Client]:
-    client = Client(namenode.address, token=TOKENS["alice"])
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def test_names_share_one_inode_until_the_last_goes(dfs: Client) -> None:

@@ -6,30 +6,18 @@ used as they are."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from plasmafs.client import Client, LocalCaller, acting_for
 from plasmafs.client.accounts import accounts
 from plasmafs.core.errors import AccessDeniedError, InvalidArgumentError, OperationNotPermittedError
-from tests.support.accounts import STAFF_GID, TOKENS, UIDS
+from tests.support.accounts import STAFF_GID, UIDS
 from tests.support.cli_runner import Pfs, assert_error, assert_ok
-from tests.support.cluster import NamenodeProcess
 
 ALICE = UIDS["alice"]
 ANN = LocalCaller(5000, 5000)  # local users of a host, without accounts
 BEN = LocalCaller(6000, 6000)
 STAFF_MEMBER = LocalCaller(7000, 7000, (STAFF_GID,))
-
-
-@pytest.fixture
-async def alice(namenode: NamenodeProcess) -> AsyncIterator[Client]:
-    client = Client(namenode.address, token=TOKENS["alice"])
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def test_each_request_acts_as_its_caller(fs: Client) -> None:

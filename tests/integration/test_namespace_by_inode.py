@@ -4,8 +4,6 @@ and unaffected by renames of the directories above."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from plasmafs.client import (
@@ -22,17 +20,6 @@ from plasmafs.client import (
 )
 from plasmafs.core.errors import AccessDeniedError
 from plasmafs.core.proto import namenode_pb2 as pb
-from tests.support.accounts import TOKENS
-from tests.support.cluster import NamenodeProcess
-
-
-@pytest.fixture
-async def alice(namenode: NamenodeProcess) -> AsyncIterator[Client]:
-    client = Client(namenode.address, token=TOKENS["alice"])
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def test_every_change_by_directory_inode_matches_the_path_view(fs: Client) -> None:

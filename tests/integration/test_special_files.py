@@ -10,7 +10,6 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,18 +22,8 @@ from plasmafs.core.errors import (
     PlasmaError,
 )
 from tests.conftest import DataCluster
-from tests.support.accounts import TOKENS, UIDS
-from tests.support.cluster import NamenodeProcess
+from tests.support.accounts import UIDS
 from tests.support.mounts import mounted
-
-
-@pytest.fixture
-async def alice(namenode: NamenodeProcess) -> AsyncIterator[Client]:
-    client = Client(namenode.address, token=TOKENS["alice"])
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def test_special_files_are_names_with_attributes(fs: Client, alice: Client) -> None:
