@@ -375,9 +375,12 @@ class PlasmaOperations(pyfuse3.Operations):
     def _links_changed(self, attr: Attr) -> None:
         """`attr` (a new link count) for every name and open file of its inode here."""
         self.behind.relinked(attr)
-        for handle in self._handles.values():
-            if handle.ino == attr.ino:
-                handle.attr = replace(handle.attr, nlink=attr.nlink, ctime_ns=attr.ctime_ns)
+        for handle in self._handles_of(attr.ino):
+            handle.attr = replace(handle.attr, nlink=attr.nlink, ctime_ns=attr.ctime_ns)
+
+    def _handles_of(self, inode: int) -> list[FileHandle]:
+        """The files open here on `inode`."""
+        return [handle for handle in self._handles.values() if handle.ino == inode]
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove a file or symbolic link."""
@@ -411,10 +414,9 @@ class PlasmaOperations(pyfuse3.Operations):
     def _unlinked(self, inode: int) -> None:
         """The last name of `inode` was removed here: what is open of it has no link
         left."""
-        for handle in self._handles.values():
-            if handle.ino == inode:
-                handle.unlinked()
-                handle.attr = replace(handle.attr, nlink=0)
+        for handle in self._handles_of(inode):
+            handle.unlinked()
+            handle.attr = replace(handle.attr, nlink=0)
 
     async def _table(self, parent: int) -> LeasedDir | None:
         """The write-behind's table of directory `parent` about to be changed: leased
@@ -621,9 +623,8 @@ class PlasmaOperations(pyfuse3.Operations):
         if caller is None or caller.uid == 0 or kept == mode:
             return
         attr = await self._changed(self.fs.setattr(handle.ino, mode=kept))
-        for other in self._handles.values():
-            if other.ino == attr.ino:
-                other.attr = attr
+        for other in self._handles_of(attr.ino):
+            other.attr = attr
         self._committed(attr)
 
     async def _before_release(self, inodes: set[int]) -> None:
