@@ -174,12 +174,11 @@ def du_after_ls(path: Path) -> float:
 
 def run_caller_workloads(root: Path, scale: float, uid: int) -> dict[str, Any]:
     """The create and lookup rows on a mount acting for its host's users, run by local
-    user `uid` (not root: its permissions are checked) in a directory of its own."""
+    user `uid` (not root: its permissions are checked) in a directory of its own (on a
+    mount from `mounted_cluster`, which lets every user reach it)."""
     mine = root / "as-user"
     mine.mkdir()
     os.chown(mine, uid, uid)
-    # The cluster's throw-away directory, where the mount point is: let it pass.
-    root.parent.chmod(root.parent.stat().st_mode | 0o011)
     f: dict[str, Any] = {}
     count = max(8, int(5000 * scale))
     shapes = "loadtests.tree_shapes"  # run by the system's Python, as `uid`
@@ -321,7 +320,7 @@ def run(
         figures["local"] = workloads(local_root, scale, seconds, CpuMeter({}))
     finally:
         shutil.rmtree(local_root, ignore_errors=True)
-    with _cluster(scale) as mount:
+    with mounted_cluster(scale) as mount:
         with mount() as (mountpoint, meter):
             figures["mount"] = workloads(mountpoint, scale, seconds, meter)
         if not data_only:  # the data rows again, on a second mount whose kernel caches writes
@@ -334,7 +333,11 @@ def run(
     if baseline:
         figures["baseline python"] = baseline
         figures["baseline commit"] = _commit_of(baseline)
-        with _interpreter(baseline), _cluster(scale) as mount, mount() as (mountpoint, meter):
+        with (
+            _interpreter(baseline),
+            mounted_cluster(scale) as mount,
+            mount() as (mountpoint, meter),
+        ):
             figures[BASELINE] = run_data_workloads(mountpoint, scale, seconds, meter)
     for side in SIDES:
         if side in figures:
@@ -347,9 +350,11 @@ def run(
 
 
 @contextmanager
-def _cluster(scale: float) -> Iterator[Callable[..., Any]]:
+def mounted_cluster(scale: float) -> Iterator[Callable[..., Any]]:
     """A throw-away cluster; what it gives mounts it with `pfs mount` and options, for
-    a block that gets the mount point and a meter of every process of the cluster."""
+    a block that gets the mount point and a meter of every process of the cluster (a
+    mount with -o callers is for every local user: they may pass the directory it is
+    in)."""
     # Every small file takes a block of its own, and replaced ones stay held a while:
     # 256 KiB blocks, and volumes (preallocated on this disk) of 12 GiB.
     capacity = max(2**30, int(12 * 2**30 * scale))
@@ -361,6 +366,8 @@ def _cluster(scale: float) -> Iterator[Callable[..., Any]]:
         def mount(*options: str) -> Iterator[tuple[Path, CpuMeter]]:
             mountpoint = cluster.workdir / ("mnt-" + "-".join(options) if options else "mnt")
             mountpoint.mkdir()
+            if CALLERS in options:
+                cluster.workdir.chmod(cluster.workdir.stat().st_mode | 0o011)
             with _mounted(mountpoint, env, cluster.workdir, *options):
                 pids = {
                     "mount": pids_of("plasmafs.mount", str(mountpoint)),

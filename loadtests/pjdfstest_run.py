@@ -28,9 +28,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from loadtests.harness import bench_cluster, update_benchmarks_md
+from loadtests.harness import update_benchmarks_md
+from loadtests.mount_bench import CALLERS, mounted_cluster
 
 FILE_TIMEOUT = 600  # s one test file may take
+SCALE = 0.1  # of the mount benchmark's cluster: its smallest volumes
 _PLAN = re.compile(r"^1\.\.(\d+)")
 _RESULT = re.compile(r"^(not ok|ok) (\d+)(.*# TODO)?")
 
@@ -92,22 +94,8 @@ def run_suite(suite: Path, where: Path, only: list[str] | None) -> dict[str, Any
 @contextmanager
 def _callers_mount() -> Iterator[Path]:
     """A throw-away cluster mounted with -o callers, as root; the mount point."""
-    with bench_cluster(datanodes=2, capacity=2**30) as cluster:
-        env = {**os.environ, "PFS_CLIENT_NAMENODE": cluster.namenode_address}
-        env["PFS_HOME"] = str(cluster.workdir / "home")
-        cluster.workdir.chmod(0o711)  # the suite's users reach the mount point
-        mountpoint = cluster.workdir / "mnt"
-        mountpoint.mkdir()
-        command = [sys.executable, "-m", "plasmafs.cli", "mount", str(mountpoint)]
-        mounted = subprocess.run(
-            [*command, "-o", "callers"], env=env, capture_output=True, text=True
-        )
-        if mounted.returncode != 0:
-            raise RuntimeError(f"pfs mount failed: {mounted.stderr.strip()}")
-        try:
-            yield mountpoint
-        finally:
-            subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
+    with mounted_cluster(SCALE) as mount, mount(CALLERS) as (mountpoint, _):
+        yield mountpoint
 
 
 def markdown(f: dict[str, Any], command: str) -> str:

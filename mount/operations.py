@@ -539,7 +539,7 @@ class PlasmaOperations(pyfuse3.Operations):
         until close while it is small)."""
         self._check_writable()
         leased = await self._table(parent_inode)
-        if leased is not None and leased.writable and self.behind.queues_here(leased):
+        if leased is not None and self.behind.queues_here(leased):
             behind = self.behind
             assert isinstance(behind, WriteBehind)  # only it leases directories
             attr = await self._changed(behind.create(parent_inode, _name(name), mode))

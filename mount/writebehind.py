@@ -218,10 +218,12 @@ class WriteBehind:
         return parent.entries.get(where[1]) if parent is not None else None
 
     def queues_here(self, directory: LeasedDir) -> bool:
-        """True if the current caller's changes in leased `directory` may be queued:
-        always on a mount of one user; on one acting for its host's users (-o callers),
-        only its owner's, in its group unless it is set-group-ID: new entries then
-        belong to the directory's owner and group, as the table makes them."""
+        """True if the current caller's changes in leased `directory` may be queued: its
+        owner may change it (`LeasedDir.writable`), and the caller is that owner, in its
+        group unless it is set-group-ID (always, on a mount of one user): new entries
+        then belong to the directory's owner and group, as the table makes them."""
+        if not directory.writable:
+            return False
         caller = current_caller()
         if caller is None:
             return True
@@ -232,7 +234,7 @@ class WriteBehind:
         """A new directory, leased: queued in a leased `parent`, else made now."""
         mode = stat.S_IMODE(mode)
         directory = await self.lease_existing(parent)
-        if directory is None or not directory.writable or not self.queues_here(directory):
+        if directory is None or not self.queues_here(directory):
             return await self._mkdir_now(parent, name, mode)
         self._check_free(directory, name)
         attr = self._new_attr(directory, FileKind.DIRECTORY, await self._take_ino(), mode)
@@ -297,7 +299,7 @@ class WriteBehind:
         """True if removing `name` from leased `parent` can be queued (a directory
         only if leased too)."""
         directory = self.dirs.get(parent)
-        if directory is None or not directory.writable or not self.queues_here(directory):
+        if directory is None or not self.queues_here(directory):
             return False
         attr = directory.entries.get(name)
         if attr is not None and attr.kind is not FileKind.DIRECTORY and attr.nlink > 1:
