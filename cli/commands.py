@@ -16,6 +16,7 @@ from typing import Any
 from plasmafs.cli import accounts as account_commands
 from plasmafs.cli import formatting
 from plasmafs.cli import trees as tree_commands
+from plasmafs.cli import xattrs as xattr_commands
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed, Reporter
 from plasmafs.cli.modes import Mode, names_owner, parse_mode, parse_owner, process_umask
 from plasmafs.client import config
@@ -469,6 +470,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         parse_size(args.bandwidth)
         if args.stop and args.status:
             raise InvalidArgumentError("balance takes --stop or --status, not both")
+    if args.command == "setfattr":
+        xattr_commands.decode_value(args.value)
     account_commands.check_arguments(args)
 
 
@@ -610,6 +613,8 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "count": tree_commands.cmd_count,
     "find": tree_commands.cmd_find,
     "cp": tree_commands.cmd_cp,
+    "getfattr": xattr_commands.cmd_getfattr,
+    "setfattr": xattr_commands.cmd_setfattr,
 }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plasmafs.cli import certificates
+from plasmafs.cli import xattrs as xattr_commands
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed
 from plasmafs.cli.modes import parse_mode
 from plasmafs.cli.stdio import (
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     _mount_parsers(sub)
     _tree_parsers(sub)
+    xattr_commands.add_parsers(sub)
     return parser
 
 

@@ -38,15 +38,21 @@ from plasmafs.core.errors import (
     ConflictError,
     ConnectionLostError,
     CorruptionError,
+    DeadlockError,
     ExistsError,
+    InterruptedCallError,
     InvalidArgumentError,
     IsDirectoryError,
+    LockedError,
+    LockLostError,
     LoopError,
     NameTooLongError,
+    NoDataError,
     NoSpaceError,
     NotDirectoryError,
     NotEmptyError,
     NotFoundError,
+    NotSupportedError,
     OperationNotPermittedError,
     PermissionDeniedError,
     PermissionError,
@@ -71,6 +77,7 @@ if TYPE_CHECKING:  # what _LAZY loads, for type checkers
     )
     from plasmafs.client.callers import LocalCaller, acting_for
     from plasmafs.client.client import Client, connect
+    from plasmafs.client.file_locks import FileLock, LockConflict
     from plasmafs.client.file_reader import FileReader
     from plasmafs.client.file_writer import FileWriter
     from plasmafs.client.sync import SyncClient, connect_sync
@@ -87,6 +94,8 @@ _LAZY = {
     "acting_for": "plasmafs.client.callers",
     "FileReader": "plasmafs.client.file_reader",
     "FileWriter": "plasmafs.client.file_writer",
+    "FileLock": "plasmafs.client.file_locks",
+    "LockConflict": "plasmafs.client.file_locks",
     "BalanceStatus": "plasmafs.client.admin",
     "DatanodeState": "plasmafs.client.admin",
     "DatanodeStatus": "plasmafs.client.admin",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from plasmafs.client import config
 from plasmafs.client.connection import Connection
 from plasmafs.client.failover import NamenodeRole, connect_to_active, namenode_roles, retrying
+from plasmafs.client.file_locks import ClientLocks
 from plasmafs.client.session_requests import SessionRequests
 from plasmafs.client.transaction import (
     DEFAULT_PAGE,
@@ -26,6 +27,7 @@ from plasmafs.client.transaction import (
     Transaction,
     tree_entries,
 )
+from plasmafs.client.xattr_ops import ClientXattrs
 from plasmafs.core.attributes import (
     Attr,
     BlockList,
@@ -66,7 +68,7 @@ DEFAULT_FAILOVER_TIMEOUT = 30.0  # seconds a client of several namenodes waits f
 ROLE_TIMEOUT = 3.0  # seconds a namenode has to answer what its role is
 
 
-class Client:
+class Client(ClientXattrs, ClientLocks):
     """A plasmafs client of one cluster's namenodes."""
 
     def __init__(

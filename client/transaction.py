@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from plasmafs.client.connection import Connection
+from plasmafs.client.xattr_ops import XattrChanges, XattrReads
 from plasmafs.core import paths
 from plasmafs.core.attributes import (
     Attr,
@@ -58,7 +59,7 @@ def _u64(**values: int) -> None:
             raise InvalidArgumentError(f"{name} {value} is out of range")
 
 
-class Reads:
+class Reads(XattrReads):
     """The read operations, shared by transactions and by reads of committed state."""
 
     def _new(self) -> tuple[pb.Request, Pending]:
@@ -264,7 +265,7 @@ class CommittedReads(Reads):
         return (await self._result(future)).walk_page
 
 
-class Transaction(Reads):
+class Transaction(Reads, XattrChanges):
     """A namenode transaction on one connection (use `async with`)."""
 
     def __init__(self, conn: Connection, *, lock_wait: float = 0.0, durable: bool = True) -> None:

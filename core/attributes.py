@@ -94,6 +94,7 @@ class Attr:
     blocksize: int
     version: int
     rdev: int = 0  # a device's number (st_rdev); 0 for every other kind
+    has_xattrs: bool = False  # it has extended attributes
 
     @property
     def is_dir(self) -> bool:
@@ -122,6 +123,7 @@ class Attr:
             a.blocksize,
             a.version,
             a.rdev,
+            a.has_xattrs,
         )
 
     def to_wire(self, out: pb.Attr) -> None:
@@ -140,6 +142,8 @@ class Attr:
         out.version = self.version
         if self.rdev:
             out.rdev = self.rdev
+        if self.has_xattrs:
+            out.has_xattrs = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,6 +227,49 @@ class StaleFileError(PlasmaError):
     posix_errno = _errno.ESTALE
 
 
+class NoDataError(PlasmaError):
+    """The file has no extended attribute of that name (ENODATA, as getxattr(2))."""
+
+    code = pb.ENODATA
+    posix_errno = _errno.ENODATA
+
+
+class NotSupportedError(PlasmaError):
+    """The operation or attribute namespace is not supported (EOPNOTSUPP)."""
+
+    code = pb.EOPNOTSUPP
+    posix_errno = _errno.EOPNOTSUPP
+
+
+class LockedError(PlasmaError):
+    """A file lock is held by someone else and the request would not wait (EAGAIN,
+    as fcntl(F_SETLK) and flock(LOCK_NB) answer)."""
+
+    code = pb.ELOCKED
+    posix_errno = _errno.EAGAIN
+
+
+class InterruptedCallError(PlasmaError):
+    """A wait for a lock was given up before it was granted (EINTR)."""
+
+    code = pb.EINTR
+    posix_errno = _errno.EINTR
+
+
+class DeadlockError(PlasmaError):
+    """Waiting for the lock would wait for itself through other waiters (EDEADLK)."""
+
+    code = pb.EDEADLK
+    posix_errno = _errno.EDEADLK
+
+
+class LockLostError(PlasmaError):
+    """A lock held through a connection that has ended is gone: others may have taken
+    it since (raised by the client only, so it has no wire code of its own)."""
+
+    posix_errno = _errno.EIO
+
+
 class ConfigError(PlasmaError):
     """Bad configuration."""
 

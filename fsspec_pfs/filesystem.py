@@ -134,6 +134,22 @@ class PlasmaFileSystem(AsyncFileSystem):
         """Rename in the namespace (into `path2` if it is a directory)."""
         sync(self.loop, self._mv, path1, path2, recursive, **kwargs)
 
+    def getxattr(self, path: str, name: str) -> bytes:
+        """The value of extended attribute `name` (OSError ENODATA if unset)."""
+        return sync(self.loop, self._getxattr, path, name)
+
+    def listxattr(self, path: str) -> list[str]:
+        """The names of the extended attributes the caller may see."""
+        return sync(self.loop, self._listxattr, path)
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        """Set extended attribute `name` (flags: os.XATTR_CREATE or os.XATTR_REPLACE)."""
+        sync(self.loop, self._setxattr, path, name, value, flags)
+
+    def removexattr(self, path: str, name: str) -> None:
+        """Remove extended attribute `name` (OSError ENODATA if unset)."""
+        sync(self.loop, self._removexattr, path, name)
+
     # --- paths ----------------------------------------------------------------------------
 
     @classmethod
@@ -536,3 +552,19 @@ class PlasmaFileSystem(AsyncFileSystem):
             )
         else:
             await answer(fs.touch(path), path)
+
+    async def _getxattr(self, path: str, name: str) -> bytes:
+        path = self._strip_protocol(path)
+        return await answer((await self._client()).getxattr(path, name), path)
+
+    async def _listxattr(self, path: str) -> list[str]:
+        path = self._strip_protocol(path)
+        return await answer((await self._client()).listxattr(path), path)
+
+    async def _setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        path = self._strip_protocol(path)
+        await answer((await self._client()).setxattr(path, name, value, flags), path)
+
+    async def _removexattr(self, path: str, name: str) -> None:
+        path = self._strip_protocol(path)
+        await answer((await self._client()).removexattr(path, name), path)

@@ -713,6 +713,55 @@ class PlasmaOperations(pyfuse3.Operations):
         """The kernel let go of these inodes."""
         self.view.forget([inode for inode, _ in inode_list])
 
+    # --- extended attributes --------------------------------------------------------------
+
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        """An extended attribute's value. With writeback caching the kernel asks for
+        security.capability before every write(2) once the mount answers getxattr; it
+        is answered ENOSYS there, and the kernel stops asking (and reading them)."""
+        if self.options.writeback:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+        _check_xattr_name(name)
+        if self._known_without_xattrs(inode):  # ls -l asks every file for two
+            raise pyfuse3.FUSEError(errno.ENODATA)
+        return await answer(self.fs.getxattr(inode, name))
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> Sequence[bytes]:
+        """The names of the extended attributes the caller may see."""
+        if self._known_without_xattrs(inode):
+            return []
+        return [os.fsencode(n) for n in await answer(self.fs.listxattr(inode))]
+
+    async def setxattr(
+        self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext
+    ) -> None:
+        """Set an extended attribute (pyfuse3 passes no XATTR_CREATE or XATTR_REPLACE:
+        the kernel's own check of them, a getxattr first, stands)."""
+        _check_xattr_name(name)
+        await self._change_xattrs(inode, lambda: self.fs.setxattr(inode, name, value))
+
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        """Remove an extended attribute."""
+        _check_xattr_name(name)
+        await self._change_xattrs(inode, lambda: self.fs.removexattr(inode, name))
+
+    async def _change_xattrs(self, inode: int, change: Callable[[], Awaitable[None]]) -> None:
+        """`change` made by the namenode once the inode is there (queued or in memory
+        until now), and the attributes known here updated after it."""
+        self._check_writable()
+        await self._settle(inode)
+        await self._changed(change())
+        new = await answer(self.fs.getattr(inode))
+        for handle in self._handles.values():
+            if handle.ino == inode:
+                handle.attr = new
+        self._committed(new)
+
+    def _known_without_xattrs(self, inode: int) -> bool:
+        """Whether this mount knows, fresh enough, that `inode` has no attributes."""
+        known = self.behind.attr(inode) or self.readahead.attr(inode) or self._open_attr(inode)
+        return known is not None and not known.has_xattrs
+
     # --- the file system ------------------------------------------------------------------
 
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
@@ -753,6 +802,13 @@ class PlasmaOperations(pyfuse3.Operations):
         self.readahead.forget()
 
 
+def _check_xattr_name(name: bytes) -> None:
+    """EOPNOTSUPP without a namenode request for a namespace plasmafs keeps none of
+    (ls -l asks for system.posix_acl_access)."""
+    if not name.startswith((b"user.", b"trusted.", b"security.")):
+        raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
+
+
 def _times_only(fields: pyfuse3.SetattrFields) -> bool:
     return not (fields.update_mode or fields.update_uid or fields.update_gid or fields.update_size)
 
@@ -776,7 +832,8 @@ def _writes(flags: int) -> bool:
 for _handler in (
     "lookup", "getattr", "setattr", "readlink", "mkdir", "symlink", "mknod", "link",
     "unlink", "rmdir", "rename", "opendir", "readdir", "releasedir", "fsyncdir", "create",
-    "open", "read", "write", "flush", "fsync", "release", "forget", "statfs",
+    "open", "read", "write", "flush", "fsync", "release", "forget", "statfs", "getxattr",
+    "listxattr", "setxattr", "removexattr",
 ):  # fmt: skip
     _method = getattr(PlasmaOperations, _handler)
     _guarded = answered(for_its_caller(_method), replies=_handler != "forget")

@@ -1,6 +1,7 @@
 """The namenode's in-memory form of an inode: the client-visible attributes plus the
-symbolic link target, which only readlink and path resolution need, and a small file's
-content kept inline; the lighter form walks list; extent rows."""
+symbolic link target, which only readlink and path resolution need, a small file's
+content kept inline and the extended attributes; the lighter form walks list; extent
+rows."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class Inode:
     # A small file's first bytes (the rest up to its size reads as zeros); such a file
     # has no blocks. None: the content is in blocks, or the file is empty.
     data: bytes | None = None
+    # The extended attributes, encoded (core/xattrs.py); None: none. A listing's inode
+    # carries b"" for "some, not read" (its attributes say has_xattrs).
+    xattrs: bytes | None = None
 
     @property
     def ino(self) -> int:

@@ -63,7 +63,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         (
             "inodes",
             "ino kind mode uid gid size mtime_ns ctime_ns nlink replication blocksize "
-            "version target data rdev",
+            "version target data rdev xattrs",
         ),
         ("entries", "parent name ino"),
         ("extents", "ino file_index datanode_id block_start block_count generation"),

@@ -31,7 +31,7 @@ from plasmafs.core.errors import (
     TransactionError,
 )
 from plasmafs.core.proto import namenode_pb2 as pb
-from plasmafs.namenode import directory_leases
+from plasmafs.namenode import directory_leases, lock_requests, xattr_requests
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.cursor_checks import check_walk_cursor
@@ -77,6 +77,8 @@ class Session:
         self.ns = parts.namespace
         self.files = parts.files
         self.attributes = parts.attributes
+        self.xattrs = parts.xattrs
+        self.locks = parts.locks
         self.transactions = parts.transactions
         self.inode_numbers = parts.inode_numbers
         self.leases = parts.leases
@@ -147,6 +149,7 @@ class Session:
                 self.transactions.abort(txn, "the client connection closed")
             self.txns.clear()
             self.leases.end_session(self)
+            self.locks.end_session(self)
 
     async def _read(self, frames: AsyncIterator[pb.ClientFrame]) -> None:
         try:
@@ -585,9 +588,13 @@ HANDLERS: dict[str, Handler] = {
     "release_leases": _release_leases,
     "lease_news": _lease_news,
     "lease_dir": _lease_dir,
+    **xattr_requests.HANDLERS,
+    **lock_requests.HANDLERS,
 }
 # Requests about the session itself: never inside a transaction.
-SESSION_OPS = frozenset(["reserve_inodes", "release_leases", "lease_news", "lease_dir"])
+SESSION_OPS = frozenset(
+    ["reserve_inodes", "release_leases", "lease_news", "lease_dir", *lock_requests.SESSION_OPS]
+)
 READ_ONLY = frozenset(
     [
         "lookup",
@@ -600,5 +607,6 @@ READ_ONLY = frozenset(
         "sync",
         "summarize",
         "walk",
+        *xattr_requests.READ_ONLY,
     ]
 )

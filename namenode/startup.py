@@ -23,6 +23,7 @@ from plasmafs.namenode.committer import CommitObserver, Committer
 from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.directory_leases import LeaseTable
+from plasmafs.namenode.file_locks import FileLocks
 from plasmafs.namenode.file_rules import FileRules
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_numbers import InodeNumbers
@@ -39,6 +40,7 @@ from plasmafs.namenode.subtree import Subtrees
 from plasmafs.namenode.transactions import Transactions
 from plasmafs.namenode.tree_store import TreeStore
 from plasmafs.namenode.view import View
+from plasmafs.namenode.xattr_requests import Xattrs
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ class NamespaceParts:
     namespace: Namespace
     files: FileRules
     attributes: AttributeRules
+    xattrs: Xattrs
+    locks: FileLocks
     after_commit: list[CommitObserver]
 
     async def stop(self) -> None:
@@ -149,6 +153,8 @@ async def open_namespace(
         namespace=namespace,
         files=files,
         attributes=AttributeRules(view, transactions, leases, data),
+        xattrs=Xattrs(view, transactions, leases),
+        locks=FileLocks(),
         after_commit=after_commit,
     )
 

@@ -22,24 +22,29 @@ from plasmafs.namenode.inode_records import ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
-    "version, target, data, rdev"
+    "version, target, data, rdev, xattrs"
 )
 
 # Every column of an inode, as a join (table alias i) reads it.
 JOINED_INODE_COLUMNS = ", ".join("i." + c.strip() for c in INODE_COLUMNS.split(","))
 
 # An inode as listings carry it (table alias i): attributes only, never a small file's
-# content (a page could hold thousands of them); such inodes are not cached.
+# content or its extended attributes, only whether it has some (a page could hold
+# thousands of them); such inodes are not cached.
+_LISTED_AS = {
+    "data": "NULL::bytea AS data",
+    "xattrs": "CASE WHEN i.xattrs IS NULL THEN NULL ELSE ''::bytea END AS xattrs",
+}
 LISTED_COLUMNS = ", ".join(
-    "NULL::bytea AS data" if c.strip() == "data" else "i." + c.strip()
-    for c in INODE_COLUMNS.split(",")
+    _LISTED_AS.get(c.strip(), "i." + c.strip()) for c in INODE_COLUMNS.split(",")
 )
 
 _APPLY_GROUP = f"""
 SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21, $22, $23,
-    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41)
+    $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41,
+    $42)
 """
 
 
@@ -60,9 +65,11 @@ def inode_from_row(row: asyncpg.Record) -> Inode:
             row["blocksize"],
             row["version"],
             row["rdev"],
+            row["xattrs"] is not None,
         ),
         row["target"],
         row["data"],
+        row["xattrs"],
     )
 
 
@@ -545,8 +552,9 @@ def _inode_columns(inodes: Iterable[Inode]) -> list[list[object]]:
                 n.target,
                 n.data,
                 n.attr.rdev,
+                n.xattrs,
             )
             for n in inodes
         ),
-        15,
+        16,
     )

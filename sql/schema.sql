@@ -41,6 +41,7 @@ CREATE TABLE public.inodes (
     target text,
     data bytea,
     rdev bigint DEFAULT 0 NOT NULL,
+    xattrs bytea,
     CONSTRAINT inodes_blocksize_check CHECK (((blocksize >= 65536) AND (blocksize <= 67108864))),
     CONSTRAINT inodes_data_check CHECK (((data IS NULL) OR ((kind = 1) AND (octet_length(data) <= size)))),
     CONSTRAINT inodes_kind_check CHECK ((kind = ANY (ARRAY[1, 2, 3, 4, 5, 6, 7]))),
@@ -50,14 +51,15 @@ CREATE TABLE public.inodes (
     CONSTRAINT inodes_rdev_check CHECK (((rdev >= 0) AND ((rdev = 0) OR (kind = ANY (ARRAY[5, 6]))))),
     CONSTRAINT inodes_replication_check CHECK (((replication >= 1) AND (replication <= 32))),
     CONSTRAINT inodes_size_check CHECK ((size >= 0)),
-    CONSTRAINT inodes_target_check CHECK (((kind = 3) = (target IS NOT NULL)))
+    CONSTRAINT inodes_target_check CHECK (((kind = 3) = (target IS NOT NULL))),
+    CONSTRAINT inodes_xattrs_check CHECK ((octet_length(xattrs) <= 131072))
 );
 
 --
--- Name: apply_group(bigint, bigint[], smallint[], integer[], bigint[], bigint[], bigint[], bigint[], bigint[], integer[], smallint[], integer[], bigint[], text[], bytea[], bigint[], bigint[], text[], bigint[], text[], bigint[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], timestamp with time zone[], integer[], bigint[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_group(bigint, bigint[], smallint[], integer[], bigint[], bigint[], bigint[], bigint[], bigint[], integer[], smallint[], integer[], bigint[], text[], bytea[], bigint[], bytea[], bigint[], text[], bigint[], text[], bigint[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], timestamp with time zone[], integer[], bigint[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_group(p_term bigint, up_ino bigint[], up_kind smallint[], up_mode integer[], up_uid bigint[], up_gid bigint[], up_size bigint[], up_mtime_ns bigint[], up_ctime_ns bigint[], up_nlink integer[], up_replication smallint[], up_blocksize integer[], up_version bigint[], up_target text[], up_data bytea[], up_rdev bigint[], unlink_parent bigint[], unlink_name text[], link_parent bigint[], link_name text[], link_ino bigint[], removed_ino bigint[], touch_ino bigint[], touch_mtime_ns bigint[], touch_nlink_delta integer[], drop_ino bigint[], drop_file_index bigint[], drop_datanode integer[], add_ino bigint[], add_file_index bigint[], add_datanode integer[], add_block_start bigint[], add_block_count bigint[], add_generation bigint[], rel_datanode integer[], rel_block_start bigint[], rel_block_count bigint[], rel_reusable_after timestamp with time zone[], held_datanode integer[], held_block_start bigint[], held_block_count bigint[]) RETURNS SETOF public.inodes
+CREATE FUNCTION public.apply_group(p_term bigint, up_ino bigint[], up_kind smallint[], up_mode integer[], up_uid bigint[], up_gid bigint[], up_size bigint[], up_mtime_ns bigint[], up_ctime_ns bigint[], up_nlink integer[], up_replication smallint[], up_blocksize integer[], up_version bigint[], up_target text[], up_data bytea[], up_rdev bigint[], up_xattrs bytea[], unlink_parent bigint[], unlink_name text[], link_parent bigint[], link_name text[], link_ino bigint[], removed_ino bigint[], touch_ino bigint[], touch_mtime_ns bigint[], touch_nlink_delta integer[], drop_ino bigint[], drop_file_index bigint[], drop_datanode integer[], add_ino bigint[], add_file_index bigint[], add_datanode integer[], add_block_start bigint[], add_block_count bigint[], add_generation bigint[], rel_datanode integer[], rel_block_start bigint[], rel_block_count bigint[], rel_reusable_after timestamp with time zone[], held_datanode integer[], held_block_start bigint[], held_block_count bigint[]) RETURNS SETOF public.inodes
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -70,16 +72,16 @@ BEGIN
     END IF;
     IF cardinality(up_ino) > 0 THEN
         INSERT INTO inodes (ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink,
-                            replication, blocksize, version, target, data, rdev)
+                            replication, blocksize, version, target, data, rdev, xattrs)
         SELECT * FROM unnest(up_ino, up_kind, up_mode, up_uid, up_gid, up_size, up_mtime_ns,
                              up_ctime_ns, up_nlink, up_replication, up_blocksize, up_version,
-                             up_target, up_data, up_rdev)
+                             up_target, up_data, up_rdev, up_xattrs)
         ON CONFLICT ON CONSTRAINT inodes_pkey DO UPDATE SET
             kind = EXCLUDED.kind, mode = EXCLUDED.mode, uid = EXCLUDED.uid, gid = EXCLUDED.gid,
             size = EXCLUDED.size, mtime_ns = EXCLUDED.mtime_ns, ctime_ns = EXCLUDED.ctime_ns,
             nlink = EXCLUDED.nlink, replication = EXCLUDED.replication,
             blocksize = EXCLUDED.blocksize, version = EXCLUDED.version, target = EXCLUDED.target,
-            data = EXCLUDED.data, rdev = EXCLUDED.rdev;
+            data = EXCLUDED.data, rdev = EXCLUDED.rdev, xattrs = EXCLUDED.xattrs;
     END IF;
     IF cardinality(drop_ino) > 0 THEN
         DELETE FROM extents x

@@ -35,6 +35,11 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ETICKET: _ClassVar[ErrorCode]
     EAUTH: _ClassVar[ErrorCode]
     EMLINK: _ClassVar[ErrorCode]
+    ENODATA: _ClassVar[ErrorCode]
+    EOPNOTSUPP: _ClassVar[ErrorCode]
+    ELOCKED: _ClassVar[ErrorCode]
+    EINTR: _ClassVar[ErrorCode]
+    EDEADLK: _ClassVar[ErrorCode]
 
 class ReplicaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +59,17 @@ class FileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KIND_CHAR_DEVICE: _ClassVar[FileKind]
     KIND_BLOCK_DEVICE: _ClassVar[FileKind]
     KIND_SOCKET: _ClassVar[FileKind]
+
+class LockFamily(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCK_POSIX: _ClassVar[LockFamily]
+    LOCK_FLOCK: _ClassVar[LockFamily]
+
+class LockType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCK_UNLOCK: _ClassVar[LockType]
+    LOCK_READ: _ClassVar[LockType]
+    LOCK_WRITE: _ClassVar[LockType]
 
 class DatanodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -85,6 +101,11 @@ EACCES: ErrorCode
 ETICKET: ErrorCode
 EAUTH: ErrorCode
 EMLINK: ErrorCode
+ENODATA: ErrorCode
+EOPNOTSUPP: ErrorCode
+ELOCKED: ErrorCode
+EINTR: ErrorCode
+EDEADLK: ErrorCode
 REPLICA_LIVE: ReplicaState
 REPLICA_SUSPECT: ReplicaState
 REPLICA_LOST: ReplicaState
@@ -98,13 +119,18 @@ KIND_FIFO: FileKind
 KIND_CHAR_DEVICE: FileKind
 KIND_BLOCK_DEVICE: FileKind
 KIND_SOCKET: FileKind
+LOCK_POSIX: LockFamily
+LOCK_FLOCK: LockFamily
+LOCK_UNLOCK: LockType
+LOCK_READ: LockType
+LOCK_WRITE: LockType
 DATANODE_LIVE: DatanodeState
 DATANODE_DEAD: DatanodeState
 DATANODE_DECOMMISSIONING: DatanodeState
 DATANODE_DECOMMISSIONED: DatanodeState
 
 class Attr(_message.Message):
-    __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "rdev")
+    __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "rdev", "has_xattrs")
     INO_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +144,7 @@ class Attr(_message.Message):
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RDEV_FIELD_NUMBER: _ClassVar[int]
+    HAS_XATTRS_FIELD_NUMBER: _ClassVar[int]
     ino: int
     kind: FileKind
     mode: int
@@ -131,7 +158,8 @@ class Attr(_message.Message):
     blocksize: int
     version: int
     rdev: int
-    def __init__(self, ino: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., ctime_ns: _Optional[int] = ..., nlink: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., version: _Optional[int] = ..., rdev: _Optional[int] = ...) -> None: ...
+    has_xattrs: bool
+    def __init__(self, ino: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., ctime_ns: _Optional[int] = ..., nlink: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., version: _Optional[int] = ..., rdev: _Optional[int] = ..., has_xattrs: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
     __slots__ = ("lock_wait_ms",)
@@ -415,6 +443,130 @@ class LeaseNewsReply(_message.Message):
     revoked: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, recalled: _Optional[_Iterable[int]] = ..., revoked: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class GetXattr(_message.Message):
+    __slots__ = ("path", "ino", "nofollow", "name")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    NOFOLLOW_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    ino: int
+    nofollow: bool
+    name: bytes
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., nofollow: _Optional[bool] = ..., name: _Optional[bytes] = ...) -> None: ...
+
+class ListXattrs(_message.Message):
+    __slots__ = ("path", "ino", "nofollow")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    NOFOLLOW_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    ino: int
+    nofollow: bool
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., nofollow: _Optional[bool] = ...) -> None: ...
+
+class SetXattr(_message.Message):
+    __slots__ = ("path", "ino", "nofollow", "name", "value", "mode")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    NOFOLLOW_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    ino: int
+    nofollow: bool
+    name: bytes
+    value: bytes
+    mode: int
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., nofollow: _Optional[bool] = ..., name: _Optional[bytes] = ..., value: _Optional[bytes] = ..., mode: _Optional[int] = ...) -> None: ...
+
+class RemoveXattr(_message.Message):
+    __slots__ = ("path", "ino", "nofollow", "name")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    INO_FIELD_NUMBER: _ClassVar[int]
+    NOFOLLOW_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    ino: int
+    nofollow: bool
+    name: bytes
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., nofollow: _Optional[bool] = ..., name: _Optional[bytes] = ...) -> None: ...
+
+class XattrNames(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, names: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class SetLock(_message.Message):
+    __slots__ = ("ino", "family", "type", "owner", "start", "end", "wait", "pid")
+    INO_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    ino: int
+    family: LockFamily
+    type: LockType
+    owner: int
+    start: int
+    end: int
+    wait: bool
+    pid: int
+    def __init__(self, ino: _Optional[int] = ..., family: _Optional[_Union[LockFamily, str]] = ..., type: _Optional[_Union[LockType, str]] = ..., owner: _Optional[int] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., wait: _Optional[bool] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class TestLock(_message.Message):
+    __slots__ = ("ino", "family", "type", "owner", "start", "end")
+    INO_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    ino: int
+    family: LockFamily
+    type: LockType
+    owner: int
+    start: int
+    end: int
+    def __init__(self, ino: _Optional[int] = ..., family: _Optional[_Union[LockFamily, str]] = ..., type: _Optional[_Union[LockType, str]] = ..., owner: _Optional[int] = ..., start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
+class CancelLockWait(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: int
+    def __init__(self, request: _Optional[int] = ...) -> None: ...
+
+class ReleaseLocks(_message.Message):
+    __slots__ = ("ino", "family", "owner")
+    INO_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    ino: int
+    family: LockFamily
+    owner: int
+    def __init__(self, ino: _Optional[int] = ..., family: _Optional[_Union[LockFamily, str]] = ..., owner: _Optional[int] = ...) -> None: ...
+
+class LockConflict(_message.Message):
+    __slots__ = ("found", "type", "start", "end", "pid", "same_session")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    SAME_SESSION_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    type: LockType
+    start: int
+    end: int
+    pid: int
+    same_session: bool
+    def __init__(self, found: _Optional[bool] = ..., type: _Optional[_Union[LockType, str]] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., pid: _Optional[int] = ..., same_session: _Optional[bool] = ...) -> None: ...
+
 class LocalCaller(_message.Message):
     __slots__ = ("uid", "gid", "groups")
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -426,7 +578,7 @@ class LocalCaller(_message.Message):
     def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod", "link")
+    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod", "link", "getxattr", "listxattrs", "setxattr", "removexattr", "set_lock", "test_lock", "cancel_lock_wait", "release_locks")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
@@ -458,6 +610,14 @@ class Request(_message.Message):
     LEASE_DIR_FIELD_NUMBER: _ClassVar[int]
     MKNOD_FIELD_NUMBER: _ClassVar[int]
     LINK_FIELD_NUMBER: _ClassVar[int]
+    GETXATTR_FIELD_NUMBER: _ClassVar[int]
+    LISTXATTRS_FIELD_NUMBER: _ClassVar[int]
+    SETXATTR_FIELD_NUMBER: _ClassVar[int]
+    REMOVEXATTR_FIELD_NUMBER: _ClassVar[int]
+    SET_LOCK_FIELD_NUMBER: _ClassVar[int]
+    TEST_LOCK_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_LOCK_WAIT_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_LOCKS_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     caller: LocalCaller
@@ -489,7 +649,15 @@ class Request(_message.Message):
     lease_dir: LeaseDir
     mknod: MakeNode
     link: Link
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ..., link: _Optional[_Union[Link, _Mapping]] = ...) -> None: ...
+    getxattr: GetXattr
+    listxattrs: ListXattrs
+    setxattr: SetXattr
+    removexattr: RemoveXattr
+    set_lock: SetLock
+    test_lock: TestLock
+    cancel_lock_wait: CancelLockWait
+    release_locks: ReleaseLocks
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ..., link: _Optional[_Union[Link, _Mapping]] = ..., getxattr: _Optional[_Union[GetXattr, _Mapping]] = ..., listxattrs: _Optional[_Union[ListXattrs, _Mapping]] = ..., setxattr: _Optional[_Union[SetXattr, _Mapping]] = ..., removexattr: _Optional[_Union[RemoveXattr, _Mapping]] = ..., set_lock: _Optional[_Union[SetLock, _Mapping]] = ..., test_lock: _Optional[_Union[TestLock, _Mapping]] = ..., cancel_lock_wait: _Optional[_Union[CancelLockWait, _Mapping]] = ..., release_locks: _Optional[_Union[ReleaseLocks, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -657,7 +825,7 @@ class BlockList(_message.Message):
     def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page", "inodes", "lease_news")
+    __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page", "inodes", "lease_news", "xattr_value", "xattr_names", "lock_conflict")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ATTR_FIELD_NUMBER: _ClassVar[int]
@@ -670,6 +838,9 @@ class Response(_message.Message):
     WALK_PAGE_FIELD_NUMBER: _ClassVar[int]
     INODES_FIELD_NUMBER: _ClassVar[int]
     LEASE_NEWS_FIELD_NUMBER: _ClassVar[int]
+    XATTR_VALUE_FIELD_NUMBER: _ClassVar[int]
+    XATTR_NAMES_FIELD_NUMBER: _ClassVar[int]
+    LOCK_CONFLICT_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: Error
     attr: Attr
@@ -682,7 +853,10 @@ class Response(_message.Message):
     walk_page: WalkPage
     inodes: InodeNumbers
     lease_news: LeaseNewsReply
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., dir_page: _Optional[_Union[DirPage, _Mapping]] = ..., target: _Optional[bytes] = ..., fsstat: _Optional[_Union[FsStatReply, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., block_list: _Optional[_Union[BlockList, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ..., walk_page: _Optional[_Union[WalkPage, _Mapping]] = ..., inodes: _Optional[_Union[InodeNumbers, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNewsReply, _Mapping]] = ...) -> None: ...
+    xattr_value: bytes
+    xattr_names: XattrNames
+    lock_conflict: LockConflict
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., dir_page: _Optional[_Union[DirPage, _Mapping]] = ..., target: _Optional[bytes] = ..., fsstat: _Optional[_Union[FsStatReply, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., block_list: _Optional[_Union[BlockList, _Mapping]] = ..., summary: _Optional[_Union[Summary, _Mapping]] = ..., walk_page: _Optional[_Union[WalkPage, _Mapping]] = ..., inodes: _Optional[_Union[InodeNumbers, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNewsReply, _Mapping]] = ..., xattr_value: _Optional[bytes] = ..., xattr_names: _Optional[_Union[XattrNames, _Mapping]] = ..., lock_conflict: _Optional[_Union[LockConflict, _Mapping]] = ...) -> None: ...
 
 class ClientFrame(_message.Message):
     __slots__ = ("requests",)

@@ -7,6 +7,7 @@ cluster."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import subprocess
 import sys
@@ -273,3 +274,19 @@ def test_a_program_that_ends_with_a_file_still_open_exits(inline_cluster: DataCl
     assert done.stdout == "read\n"
     with SyncClient(address) as fs:  # what was never closed was never committed
         assert not fs.exists("/never-closed") or fs.stat("/never-closed").size == 0
+
+
+def test_extended_attributes_as_os_functions(pfs_fs: PlasmaFileSystem) -> None:
+    pfs_fs.pipe_file("/x/f", b"data")
+    pfs_fs.setxattr("pfs:///x/f", "user.origin", b"sensor-7")
+    pfs_fs.setxattr("/x/f", "user.batch", b"12", os.XATTR_CREATE)
+    assert pfs_fs.listxattr("/x/f") == ["user.batch", "user.origin"]
+    assert pfs_fs.getxattr("/x/f", "user.origin") == b"sensor-7"
+    with pytest.raises(FileExistsError):
+        pfs_fs.setxattr("/x/f", "user.batch", b"13", os.XATTR_CREATE)
+    pfs_fs.removexattr("/x/f", "user.batch")
+    with pytest.raises(OSError) as caught:
+        pfs_fs.getxattr("/x/f", "user.batch")
+    assert caught.value.errno == errno.ENODATA
+    with pytest.raises(FileNotFoundError):
+        pfs_fs.listxattr("/x/missing")

@@ -72,6 +72,8 @@ async def build(fs: Client) -> dict[str, bytes]:
         await fs.write_file(path, contents[path], replication=rep)
     await fs.symlink("/link", "/a/b/one")
     await fs.chmod("/a/b/two", 0o600)
+    await fs.setxattr("/a/b/two", "user.origin", b"\x00sensor")
+    await fs.setxattr("/a", "trusted.mark", b"m")
     return contents
 
 
@@ -121,6 +123,8 @@ async def test_a_dump_loads_into_a_new_cluster_with_the_same_datanodes(
         assert await listing(fs) == before
         for path, data in contents.items():
             assert await fs.read_file(path) == data
+        assert await fs.getxattr("/a/b/two", "user.origin") == b"\x00sensor"
+        assert await fs.listxattr("/a") == ["trusted.mark"]
         report = [item async for item in fs.fsck("/")][-1]
         assert isinstance(report, FsckSummary) and report.healthy
         # New files go to blocks the loaded ones do not use.
