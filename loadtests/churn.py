@@ -11,6 +11,7 @@ file it reads is whole. Each prints one JSON line: files done and errors seen.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -60,6 +61,10 @@ def read(directory: Path, seconds: float, seed: int) -> dict[str, object]:
         except FileNotFoundError:
             continue  # not published yet
         except OSError as exc:
+            if exc.errno == errno.ESTALE:
+                # The name was replaced again while the kernel retried its open of the
+                # replaced file (the mount answers ESTALE for a removed one): a miss.
+                continue
             errors.append(f"read {name}: {exc}")
             continue
         done += 1

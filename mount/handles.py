@@ -54,6 +54,7 @@ class FileHandle(Protocol):
     async def setattr(self, **changes: int | None) -> Attr: ...
     def unlinked(self) -> None: ...
     async def settle(self) -> OpenFile: ...
+    async def revalidate(self) -> None: ...
     async def commit(self) -> Attr: ...
     async def release(self) -> None: ...
     async def abort(self) -> None: ...
@@ -90,6 +91,9 @@ class OpenFile:
         self.replication = replication  # of a file the first writer creates
         self.size_hint = size_hint  # what the first writer will write, if known
         self._changing = asyncio.Lock()  # held by whatever changes or commits the content
+        # Reads under way, by reader: a reader let go of meanwhile (a commit, a lock
+        # taken) is closed by the last of its reads, not under them.
+        self._reads: dict[FileReader, int] = {}
 
     @classmethod
     async def for_reading(cls, fs: Client, ino: int, *, writable: bool) -> OpenFile:
@@ -126,7 +130,16 @@ class OpenFile:
             self.reader = await _reader(self.fs, self.ino)
         if self.prefetch is None:
             self.prefetch = Prefetch(self.reader.pread, self.reader.size)
-        return await self.prefetch.read(offset, size)
+        reader, prefetch = self.reader, self.prefetch
+        self._reads[reader] = self._reads.get(reader, 0) + 1
+        try:
+            return await prefetch.read(offset, size)
+        finally:
+            left = self._reads.pop(reader) - 1
+            if left:
+                self._reads[reader] = left
+            elif reader is not self.reader:
+                await _close(reader, prefetch)
 
     async def write(self, offset: int, data: bytes) -> int:
         """Write `data` at `offset`."""
@@ -222,6 +235,16 @@ class OpenFile:
         """Itself: it is an ordinary open file already."""
         return self
 
+    async def revalidate(self) -> None:
+        """Let go of the version read so far (a lock was taken: what its last holder
+        wrote must show); what this handle wrote and did not commit stays."""
+        async with self._changing:
+            if self.editor is not None and not self.editor.dirty:
+                editor, self.editor = self.editor, None
+                await editor.abort()
+            if self.writer is None and self.editor is None:
+                await self._drop_reader()
+
     async def commit(self) -> Attr:
         """Make what was written durable and visible (flush, fsync, close); the
         attributes then."""
@@ -260,11 +283,18 @@ class OpenFile:
 
     async def _drop_reader(self) -> None:
         prefetch, self.prefetch = self.prefetch, None
-        if prefetch is not None:
-            await prefetch.close()
         reader, self.reader = self.reader, None
-        if reader is not None:
-            await reader.close()
+        if reader is None:
+            if prefetch is not None:
+                await prefetch.close()
+        elif reader not in self._reads:  # else the last of its reads closes it
+            await _close(reader, prefetch)
+
+
+async def _close(reader: FileReader, prefetch: Prefetch | None) -> None:
+    if prefetch is not None:
+        await prefetch.close()
+    await reader.close()
 
 
 async def _reader(fs: Client, ino: int) -> FileReader:

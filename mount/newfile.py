@@ -170,6 +170,12 @@ class NewFile:
             assert self._open is not None
             return self._open
 
+    async def revalidate(self) -> None:
+        """Let go of the version read so far, once an ordinary open file (in memory,
+        it is all this mount's own)."""
+        if self._open is not None:
+            await self._open.revalidate()
+
     async def _leave_memory(self, create_at: At | None = None, *, whole: bool = False) -> None:
         """Become an ordinary open file: the queue is sent (the file exists on the
         namenode then), unless the file's creation was claimed for its writer (then

@@ -7,8 +7,10 @@ become the errno of their plasmafs error (`entries.fuse_error`).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import errno
+import fcntl
 import functools
 import itertools
 import logging
@@ -26,6 +28,7 @@ from plasmafs.core.attributes import Attr, DirEntry, FileKind
 from plasmafs.core.errors import NotFoundError
 from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.direct_writes import DirectWrites
+from plasmafs.mount.file_locks import KernelLocks, locks_cross_hosts
 from plasmafs.mount.fuse_values import absent, entry, fuse_error
 from plasmafs.mount.handles import FileHandle, OpenFile
 from plasmafs.mount.kernelview import KernelView, NoWritebackView
@@ -66,6 +69,15 @@ def answered(
         except pyfuse3.FUSEError:
             if replies:
                 raise
+            return None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is None or current.cancelling():
+                raise  # the handler itself is cancelled: the mount is going away
+            # Work it awaited was cancelled under it: answer all the same.
+            log.warning("%s: work it waited for was cancelled", handler.__name__)
+            if replies:
+                raise pyfuse3.FUSEError(errno.EIO) from None
             return None
         except Exception:
             log.exception("%s failed", handler.__name__)
@@ -123,6 +135,8 @@ class PlasmaOperations(pyfuse3.Operations):
     """pyfuse3's request handlers for a plasmafs client."""
 
     supports_dot_lookup = False
+    # Lock requests come to the mount when pyfuse3 has the lock handlers.
+    supports_locks = locks_cross_hosts()
 
     def __init__(self, fs: Client, options: MountOptions, callers: CallerIds | None = None) -> None:
         super().__init__()
@@ -144,6 +158,7 @@ class PlasmaOperations(pyfuse3.Operations):
             WriteBehind(fs, options.replication) if options.write_behind else DirectWrites(fs)
         )
         self.behind.before_release = self._before_release
+        self.locks = KernelLocks(fs)
 
     def caller_of(self, args: Sequence[Any]) -> LocalCaller | None:
         """The caller a request with these arguments acts for: the one its context
@@ -512,8 +527,10 @@ class PlasmaOperations(pyfuse3.Operations):
         listing.exhausted = not more or not page
 
     async def releasedir(self, fh: int) -> None:
-        """The listing is over."""
+        """The listing is over (and the directory's flock locks taken through it)."""
         self._listings.pop(fh, None)
+        if self.locks.locked_through(fh):
+            await self.locks.released(fh)
         self._opened_by.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
@@ -564,10 +581,18 @@ class PlasmaOperations(pyfuse3.Operations):
             await answer(self.behind.send())
         if writes and flags & os.O_TRUNC:
             await self._truncate_at_open(inode)
-        if flags & os.O_ACCMODE == os.O_WRONLY:
-            handle = OpenFile(self.fs, await answer(self.fs.getattr(inode)), writable=True)
-        else:  # the block list now: what was committed before this open, even if removed
-            handle = await answer(OpenFile.for_reading(self.fs, inode, writable=writes))
+        try:
+            if flags & os.O_ACCMODE == os.O_WRONLY:
+                handle: FileHandle = OpenFile(self.fs, await self.fs.getattr(inode), writable=True)
+            else:  # the block list now: what was committed before it, even if removed
+                handle = await OpenFile.for_reading(self.fs, inode, writable=writes)
+        except NotFoundError:
+            # Removed through another client while the kernel kept its name: ESTALE
+            # makes the kernel look the name up again and retry the open once.
+            self.readahead.forget()
+            raise pyfuse3.FUSEError(errno.ESTALE) from None
+        except Exception as exc:
+            raise fuse_error(exc) from None
         self.behind.update(handle.attr)  # another client may have written it meanwhile
         try:
             self.view.opening(handle.attr)
@@ -681,6 +706,8 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
+        if self.locks.locked_through(fh):
+            await self.locks.released(fh)
         handle = self._handles.pop(fh, None)
         self._opened_by.pop(fh, None)
         if handle is not None:
@@ -712,6 +739,89 @@ class PlasmaOperations(pyfuse3.Operations):
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         """The kernel let go of these inodes."""
         self.view.forget([inode for inode, _ in inode_list])
+
+    # --- file locks (mount/file_locks.py) ------------------------------------------------
+
+    async def getlk(
+        self,
+        inode: int,
+        fh: int,
+        owner: int,
+        kind: int,
+        start: int,
+        end: int,
+        pid: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> tuple[int, int, int, int] | None:
+        """F_GETLK: the lock in the way, held on any host, if any."""
+        await self._settle(inode)
+        return await self.locks.test(inode, owner, kind, start, end)
+
+    async def setlk(
+        self,
+        inode: int,
+        fh: int,
+        owner: int,
+        kind: int,
+        start: int,
+        end: int,
+        pid: int,
+        sleep: bool,
+        request: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        """F_SETLK, F_SETLKW (and OFD locks): an unlock sends what was written first,
+        a lock taken drops what this host cached of the file (NFS's rules: the next
+        holder reads what the last one wrote)."""
+        await self._settle(inode)
+        unlocking = kind == fcntl.F_UNLCK
+        if unlocking:
+            await self._before_unlock(inode)
+        await self.locks.set(fh, inode, owner, kind, (start, end), pid, wait=sleep, request=request)
+        if not unlocking:
+            await self._after_lock(inode)
+
+    async def flock(
+        self, inode: int, fh: int, owner: int, op: int, request: int, ctx: pyfuse3.RequestContext
+    ) -> None:
+        """flock(2), with the same rules as setlk."""
+        await self._settle(inode)
+        unlocking = op & ~fcntl.LOCK_NB == fcntl.LOCK_UN
+        if unlocking:
+            await self._before_unlock(inode)
+        await self.locks.flock(fh, inode, owner, op, ctx.pid, request)
+        if not unlocking:
+            await self._after_lock(inode)
+
+    async def flush_locks(self, fh: int, owner: int) -> None:
+        """After flush: the closing owner's POSIX locks on the file end."""
+        handle = self._handles.get(fh)
+        if handle is not None:
+            await self.locks.closed(handle.ino, owner)
+
+    def lock_interrupted(self, request: int) -> None:
+        """The process waiting in lock request `request` got a signal."""
+        self.locks.interrupted(request)
+
+    async def _before_unlock(self, inode: int) -> None:
+        """What is written to `inode` here goes to the cluster before a lock on it is
+        let go (with writeback caching: out of the kernel's cache first)."""
+        if self.options.writeback:
+            await _drop_kernel_copy(inode)
+        for number, handle in list(self._handles.items()):
+            if handle.ino == inode and handle.writing:
+                with acting_for(self._opened_by.get(number)):
+                    self._committed(await answer(handle.commit()))
+
+    async def _after_lock(self, inode: int) -> None:
+        """Forget what this host holds of `inode`'s content: the kernel's pages and
+        the open files' versions."""
+        self.readahead.forget()
+        for number, handle in list(self._handles.items()):
+            if handle.ino == inode:
+                with acting_for(self._opened_by.get(number)):
+                    await answer(handle.revalidate())
+        await _drop_kernel_copy(inode)
 
     # --- extended attributes --------------------------------------------------------------
 
@@ -802,6 +912,15 @@ class PlasmaOperations(pyfuse3.Operations):
         self.readahead.forget()
 
 
+async def _drop_kernel_copy(inode: int) -> None:
+    """Make the kernel drop (after writing back) its cached pages of `inode`. In a
+    thread: the kernel may need this loop to answer while it does."""
+    try:
+        await asyncio.to_thread(pyfuse3.invalidate_inode, inode)
+    except OSError as exc:  # the kernel forgot the inode already
+        log.debug("dropping the cached pages of inode %d: %s", inode, exc)
+
+
 def _check_xattr_name(name: bytes) -> None:
     """EOPNOTSUPP without a namenode request for a namespace plasmafs keeps none of
     (ls -l asks for system.posix_acl_access)."""
@@ -833,7 +952,7 @@ for _handler in (
     "lookup", "getattr", "setattr", "readlink", "mkdir", "symlink", "mknod", "link",
     "unlink", "rmdir", "rename", "opendir", "readdir", "releasedir", "fsyncdir", "create",
     "open", "read", "write", "flush", "fsync", "release", "forget", "statfs", "getxattr",
-    "listxattr", "setxattr", "removexattr",
+    "listxattr", "setxattr", "removexattr", "getlk", "setlk", "flock", "flush_locks",
 ):  # fmt: skip
     _method = getattr(PlasmaOperations, _handler)
     _guarded = answered(for_its_caller(_method), replies=_handler != "forget")

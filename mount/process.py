@@ -31,6 +31,7 @@ from plasmafs.core.runtime.freed_buffers import reuse_freed_buffers
 from plasmafs.core.runtime.gc_tuning import tune_for_daemon
 from plasmafs.mount import request_wait
 from plasmafs.mount.callers import CallerIds
+from plasmafs.mount.file_locks import locks_cross_hosts
 from plasmafs.mount.mountpoints import is_mounted, mounted_device
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
@@ -147,9 +148,15 @@ async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Read
     widening = loop.create_task(widen_read_ahead(mountpoint))
     try:
         log.info("mounted %s at %s", fs.address, mountpoint)
-        if refusal is not None:
-            log.warning("%s", refusal)
-        ready.say("ok" if refusal is None else f"ok: {refusal}")
+        notes = [refusal] if refusal is not None else []
+        if not locks_cross_hosts():
+            notes.append(
+                "file locks hold on this host only (pyfuse3 without lock handlers: "
+                "scripts/pyfuse3-with-locks builds it)"
+            )
+        for note in notes:
+            log.warning("%s", note)
+        ready.say("ok: " + "; ".join(notes) if notes else "ok")
         await pyfuse3.main(max_tasks=MAX_TASKS)
     finally:
         widening.cancel()
