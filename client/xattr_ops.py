@@ -43,14 +43,18 @@ def _aim(
     q.nofollow = not follow
 
 
-class XattrReads:
-    """getxattr and listxattr, for a class that sends requests (`_new`, `_result`)."""
+class _Requests:
+    """What the mixins need of the class they join: its requests and their answers."""
 
     def _new(self) -> tuple[pb.Request, Pending]:
         raise NotImplementedError
 
     async def _result(self, future: Pending) -> pb.Response:
         raise NotImplementedError
+
+
+class XattrReads(_Requests):
+    """getxattr and listxattr, for a class that sends requests."""
 
     def getxattr(
         self, target: Target, name: str | bytes, *, follow_symlinks: bool = True
@@ -76,14 +80,8 @@ class XattrReads:
         return [os.fsdecode(n) for n in (await self._result(future)).xattr_names.names]
 
 
-class XattrChanges:
+class XattrChanges(_Requests):
     """setxattr and removexattr, for a transaction."""
-
-    def _new(self) -> tuple[pb.Request, Pending]:
-        raise NotImplementedError
-
-    async def _result(self, future: Pending) -> pb.Response:
-        raise NotImplementedError
 
     def setxattr(
         self,

@@ -127,7 +127,7 @@ class KernelLocks:
             return
         if request in self._interrupted:
             del self._interrupted[request]
-            _close(change)
+            close_unstarted(change)
             raise pyfuse3.FUSEError(errno.EINTR)
         task = asyncio.ensure_future(change)
         self._waits[request] = task
@@ -159,7 +159,8 @@ async def _answer(work: Awaitable[T]) -> T:
         raise fuse_error(exc) from None
 
 
-def _close(work: Awaitable[None]) -> None:
+def close_unstarted(work: Awaitable[object]) -> None:
+    """Close a coroutine that will never be awaited (no "never awaited" warning)."""
     close = getattr(work, "close", None)
     if close is not None:
-        close()  # a coroutine never started
+        close()

@@ -28,7 +28,7 @@ from plasmafs.core.attributes import Attr, DirEntry, FileKind
 from plasmafs.core.errors import NotFoundError
 from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.direct_writes import DirectWrites
-from plasmafs.mount.file_locks import KernelLocks, locks_cross_hosts
+from plasmafs.mount.file_locks import KernelLocks, close_unstarted, locks_cross_hosts
 from plasmafs.mount.fuse_values import absent, entry, fuse_error
 from plasmafs.mount.handles import FileHandle, OpenFile
 from plasmafs.mount.kernelview import KernelView, NoWritebackView
@@ -773,25 +773,17 @@ class PlasmaOperations(pyfuse3.Operations):
         """F_SETLK, F_SETLKW (and OFD locks): an unlock sends what was written first,
         a lock taken drops what this host cached of the file (NFS's rules: the next
         holder reads what the last one wrote)."""
-        await self._settle(inode)
-        unlocking = kind == fcntl.F_UNLCK
-        if unlocking:
-            await self._before_unlock(inode)
-        await self.locks.set(fh, inode, owner, kind, (start, end), pid, wait=sleep, request=request)
-        if not unlocking:
-            await self._after_lock(inode)
+        change = self.locks.set(
+            fh, inode, owner, kind, (start, end), pid, wait=sleep, request=request
+        )
+        await self._lock_change(inode, kind == fcntl.F_UNLCK, change)
 
     async def flock(
         self, inode: int, fh: int, owner: int, op: int, request: int, ctx: pyfuse3.RequestContext
     ) -> None:
         """flock(2), with the same rules as setlk."""
-        await self._settle(inode)
-        unlocking = op & ~fcntl.LOCK_NB == fcntl.LOCK_UN
-        if unlocking:
-            await self._before_unlock(inode)
-        await self.locks.flock(fh, inode, owner, op, ctx.pid, request)
-        if not unlocking:
-            await self._after_lock(inode)
+        change = self.locks.flock(fh, inode, owner, op, ctx.pid, request)
+        await self._lock_change(inode, op & ~fcntl.LOCK_NB == fcntl.LOCK_UN, change)
 
     async def flush_locks(self, fh: int, owner: int) -> None:
         """After flush: the closing owner's POSIX locks on the file end."""
@@ -802,6 +794,21 @@ class PlasmaOperations(pyfuse3.Operations):
     def lock_interrupted(self, request: int) -> None:
         """The process waiting in lock request `request` got a signal."""
         self.locks.interrupted(request)
+
+    async def _lock_change(self, inode: int, unlocking: bool, change: Awaitable[None]) -> None:
+        """`change` of a lock on `inode`, once the namenode has the inode (it may be
+        queued or in memory here), between what an unlock needs before it and what
+        a lock taken needs after it."""
+        try:
+            await self._settle(inode)
+            if unlocking:
+                await self._before_unlock(inode)
+        except BaseException:
+            close_unstarted(change)
+            raise
+        await change
+        if not unlocking:
+            await self._after_lock(inode)
 
     async def _before_unlock(self, inode: int) -> None:
         """What is written to `inode` here goes to the cluster before a lock on it is
