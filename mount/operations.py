@@ -529,8 +529,7 @@ class PlasmaOperations(pyfuse3.Operations):
     async def releasedir(self, fh: int) -> None:
         """The listing is over (and the directory's flock locks taken through it)."""
         self._listings.pop(fh, None)
-        if self.locks.locked_through(fh):
-            await self.locks.released(fh)
+        await self._release_locks(fh)
         self._opened_by.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
@@ -706,8 +705,7 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         """The last descriptor of an open file closed."""
-        if self.locks.locked_through(fh):
-            await self.locks.released(fh)
+        await self._release_locks(fh)
         handle = self._handles.pop(fh, None)
         self._opened_by.pop(fh, None)
         if handle is not None:
@@ -784,6 +782,16 @@ class PlasmaOperations(pyfuse3.Operations):
         """flock(2), with the same rules as setlk."""
         change = self.locks.flock(fh, inode, owner, op, ctx.pid, request)
         await self._lock_change(inode, op & ~fcntl.LOCK_NB == fcntl.LOCK_UN, change)
+
+    async def _release_locks(self, fh: int) -> None:
+        """The OFD and flock locks taken through open file `fh` end (its last close);
+        a failure is logged, and the release goes on (a lost connection took them)."""
+        if not self.locks.locked_through(fh):
+            return
+        try:
+            await self.locks.released(fh)
+        except pyfuse3.FUSEError as exc:
+            log.warning("releasing the locks of open file %d: errno %d", fh, exc.errno)
 
     async def flush_locks(self, fh: int, owner: int) -> None:
         """After flush: the closing owner's POSIX locks on the file end."""
