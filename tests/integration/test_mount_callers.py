@@ -157,3 +157,25 @@ def test_a_mount_without_the_right_is_its_users_alone(
         _refused(_as(ANN, f"ls {where}"), "Permission denied")
     finally:
         unmount(where, int(match["pid"]) if match else None)
+
+
+async def test_extended_attributes_and_locks_as_each_caller(
+    callers_mount: Mount, ifs: Client
+) -> None:
+    await ifs.mkdir("/shared", 0o1777)
+    mnt = callers_mount.path
+    _ok(_as(ANN, f"echo x > {mnt}/shared/a && chmod 644 {mnt}/shared/a"))
+    set_note = "import os, sys; os.setxattr(sys.argv[1], 'user.note', sys.argv[2].encode())"
+    _ok(_as(ANN, f'python3 -c "{set_note}" {mnt}/shared/a hers'))
+    get_note = "import os, sys; print(os.getxattr(sys.argv[1], 'user.note').decode())"
+    assert _ok(_as(BEN, f'python3 -c "{get_note}" {mnt}/shared/a')) == "hers\n"  # R: may read
+    _refused(_as(BEN, f'python3 -c "{set_note}" {mnt}/shared/a his'), "Permission denied")
+    trusted = "import os, sys; os.setxattr(sys.argv[1], 'trusted.t', b'1')"
+    _refused(_as(ANN, f'python3 -c "{trusted}" {mnt}/shared/a'), "Operation not permitted")
+    _ok(_as(0, f'python3 -c "{trusted}" {mnt}/shared/a'))
+    assert await ifs.listxattr("/shared/a") == ["trusted.t", "user.note"]
+    # locks as each caller: one who may not open the file gets no lock either
+    _ok(_as(ANN, f"chmod 600 {mnt}/shared/a"))
+    lock = "import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_SH)"
+    _ok(_as(ANN, f'python3 -c "{lock}" {mnt}/shared/a'))
+    _refused(_as(BEN, f'python3 -c "{lock}" {mnt}/shared/a'), "Permission denied")
