@@ -19,16 +19,14 @@ import asyncio
 import errno
 import fcntl
 from collections.abc import Awaitable
-from typing import TypeVar
 
 import pyfuse3
 
 from plasmafs.client import Client
 from plasmafs.client.file_locks import EOF, FLOCK, POSIX, READ, UNLOCK, WRITE
 from plasmafs.core.errors import PlasmaError
-from plasmafs.mount.fuse_values import fuse_error
+from plasmafs.mount.fuse_values import answer, fuse_error
 
-T = TypeVar("T")
 MAX_EARLY_INTERRUPTS = 1024
 _TYPES = {fcntl.F_RDLCK: READ, fcntl.F_WRLCK: WRITE, fcntl.F_UNLCK: UNLOCK}
 _FLOCK_TYPES = {fcntl.LOCK_SH: READ, fcntl.LOCK_EX: WRITE, fcntl.LOCK_UN: UNLOCK}
@@ -56,7 +54,7 @@ class KernelLocks:
         self, ino: int, owner: int, kind: int, start: int, end: int
     ) -> tuple[int, int, int, int] | None:
         """F_GETLK: the conflicting lock as (type, start, end, pid), or None."""
-        found = await _answer(
+        found = await answer(
             self.fs.test_lock(ino, _type(kind), owner=owner, start=start, end=min(end, EOF))
         )
         if found is None:
@@ -77,11 +75,13 @@ class KernelLocks:
     ) -> None:
         """F_SETLK/F_SETLKW of a POSIX (or OFD) lock."""
         start, end = span
+        wanted = _type(kind)
         change = self.fs.set_lock(
-            ino, _type(kind), owner=owner, start=start, end=min(end, EOF), wait=wait, pid=pid
+            ino, wanted, owner=owner, start=start, end=min(end, EOF), wait=wait, pid=pid
         )
         await self._asked(change, request, wait)
-        self._through.setdefault(fh, set()).add((ino, POSIX, owner))
+        if wanted != UNLOCK:  # a close then has locks to end
+            self._through.setdefault(fh, set()).add((ino, POSIX, owner))
 
     async def flock(self, fh: int, ino: int, owner: int, op: int, pid: int, request: int) -> None:
         """flock(2): LOCK_SH, LOCK_EX or LOCK_UN, waiting unless LOCK_NB."""
@@ -91,7 +91,8 @@ class KernelLocks:
         wait = not op & fcntl.LOCK_NB
         change = self.fs.set_lock(ino, kind, family=FLOCK, owner=owner, wait=wait, pid=pid)
         await self._asked(change, request, wait)
-        self._through.setdefault(fh, set()).add((ino, FLOCK, owner))
+        if kind != UNLOCK:
+            self._through.setdefault(fh, set()).add((ino, FLOCK, owner))
 
     async def closed(self, ino: int, owner: int) -> None:
         """close(2) by lock owner `owner`: its POSIX locks on `ino` end."""
@@ -100,12 +101,12 @@ class KernelLocks:
             return
         for locked in self._through.values():
             locked.discard(held)
-        await _answer(self.fs.release_locks(ino, family=POSIX, owner=owner))
+        await answer(self.fs.release_locks(ino, family=POSIX, owner=owner))
 
     async def released(self, fh: int) -> None:
         """The last close of open file `fh`: its OFD and flock locks end."""
         for ino, family, owner in self._through.pop(fh, ()):
-            await _answer(self.fs.release_locks(ino, family=family, owner=owner))
+            await answer(self.fs.release_locks(ino, family=family, owner=owner))
 
     def locked_through(self, fh: int) -> bool:
         """Whether locks were taken through open file `fh`."""
@@ -123,7 +124,7 @@ class KernelLocks:
 
     async def _asked(self, change: Awaitable[None], request: int, wait: bool) -> None:
         if not wait:
-            await _answer(change)
+            await answer(change)
             return
         if request in self._interrupted:
             del self._interrupted[request]
@@ -150,13 +151,6 @@ def _type(kind: int) -> int:
     if found is None:
         raise pyfuse3.FUSEError(errno.EINVAL)
     return found
-
-
-async def _answer(work: Awaitable[T]) -> T:
-    try:
-        return await work
-    except PlasmaError as exc:
-        raise fuse_error(exc) from None
 
 
 def close_unstarted(work: Awaitable[object]) -> None:

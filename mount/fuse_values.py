@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import pyfuse3
 
@@ -13,6 +15,7 @@ from plasmafs.core.errors import ConnectionLostError, PlasmaError
 from plasmafs.mount.options import MountOptions
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BLOCK_UNIT = 512  # st_blocks counts these, whatever the file system's block size
 
@@ -62,3 +65,11 @@ def fuse_error(exc: BaseException) -> pyfuse3.FUSEError:
         return pyfuse3.FUSEError(exc.errno)
     log.exception("unexpected error", exc_info=exc)
     return pyfuse3.FUSEError(errno.EIO)
+
+
+async def answer(work: Awaitable[T]) -> T:
+    """The result of `work`, or the FUSEError its failure stands for."""
+    try:
+        return await work
+    except Exception as exc:
+        raise fuse_error(exc) from None

@@ -29,7 +29,7 @@ from plasmafs.core.errors import NotFoundError
 from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.direct_writes import DirectWrites
 from plasmafs.mount.file_locks import KernelLocks, close_unstarted, locks_cross_hosts
-from plasmafs.mount.fuse_values import absent, entry, fuse_error
+from plasmafs.mount.fuse_values import absent, answer, entry, fuse_error
 from plasmafs.mount.handles import FileHandle, OpenFile
 from plasmafs.mount.kernelview import KernelView, NoWritebackView
 from plasmafs.mount.newfile import NewFile
@@ -43,14 +43,6 @@ T = TypeVar("T")
 DIRECTORY_PAGE = 1024  # entries per namenode request while listing
 MAX_NAME = 255
 SET_ID = stat.S_ISUID | stat.S_ISGID
-
-
-async def answer(work: Awaitable[T]) -> T:
-    """The result of `work`, or the FUSEError its failure stands for."""
-    try:
-        return await work
-    except Exception as exc:
-        raise fuse_error(exc) from None
 
 
 def answered(
