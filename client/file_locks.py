@@ -110,12 +110,15 @@ async def conflicting_lock(
     owner: int = 0,
     start: int = 0,
     end: int = EOF,
+    others_only: bool = False,
 ) -> LockConflict | None:
-    """The first lock that would stand in the way of taking this one, if any."""
+    """The first lock that would stand in the way of taking this one, if any
+    (`others_only`: held through another connection)."""
     _check(family, type, start, end)
     request, future = conn.new_request()
     q = request.test_lock
     q.ino, q.family, q.type, q.owner, q.start, q.end = ino, family, type, owner, start, end  # type: ignore[assignment]
+    q.others_only = others_only
     found = _result(await future).lock_conflict
     if not found.found:
         return None
@@ -239,11 +242,20 @@ class ClientLocks:
         owner: int = 0,
         start: int = 0,
         end: int = EOF,
+        others_only: bool = False,
     ) -> LockConflict | None:
-        """The lock that would stand in the way of this one, if any (F_GETLK)."""
+        """The lock that would stand in the way of this one, if any (F_GETLK);
+        `others_only`: one held through another connection (another mount)."""
         ino = await self._lock_target(target)
         return await conflicting_lock(
-            await self.connection(), ino, type, family=family, owner=owner, start=start, end=end
+            await self.connection(),
+            ino,
+            type,
+            family=family,
+            owner=owner,
+            start=start,
+            end=end,
+            others_only=others_only,
         )
 
     async def release_locks(

@@ -264,6 +264,7 @@ class BlockList:
     # first bytes, the rest up to size reading as zeros. None: the content is in blocks.
     inline: bytes | None = None
     attr: Attr | None = None  # the file's attributes (None from an older namenode)
+    locked_elsewhere: bool = False  # another session holds a file lock on it
 
     @classmethod
     def from_wire(cls, b: pb.BlockList) -> BlockList:
@@ -294,4 +295,5 @@ class BlockList:
             b.replication,
             b.inline if b.HasField("inline") else None,
             Attr.from_wire(b.attr) if b.HasField("attr") else None,
+            b.locked_elsewhere,
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import fcntl
+import logging
 from collections.abc import Awaitable
 
 import pyfuse3
@@ -26,6 +27,9 @@ from plasmafs.client import Client
 from plasmafs.client.file_locks import EOF, FLOCK, POSIX, READ, UNLOCK, WRITE
 from plasmafs.core.errors import PlasmaError
 from plasmafs.mount.fuse_values import answer, fuse_error
+from plasmafs.mount.shared_maps import maps_shared
+
+log = logging.getLogger(__name__)
 
 MAX_EARLY_INTERRUPTS = 1024
 _TYPES = {fcntl.F_RDLCK: READ, fcntl.F_WRLCK: WRITE, fcntl.F_UNLCK: UNLOCK}
@@ -46,9 +50,33 @@ class KernelLocks:
 
     def __init__(self, fs: Client) -> None:
         self.fs = fs
+        self.device: str | None = None  # the mount's "major:minor", once mounted
         self._through: dict[int, set[Held]] = {}  # open file (fh) -> what it locked
         self._waits: dict[int, asyncio.Task[None]] = {}  # kernel request -> its wait
         self._interrupted: dict[int, None] = {}  # requests interrupted before their wait
+
+    async def refuse_mapping_between_hosts(self, ino: int, pid: int) -> None:
+        """EIO if process `pid` maps `ino` shared while another mount or client holds a
+        lock on it. A file locked elsewhere is opened without the page cache, and the
+        kernel refuses to map it; this catches the hosts that opened it before either
+        locked it, at their next lock (SQLite then says "disk I/O error" instead of
+        reading another host's stale WAL index)."""
+        if self.device is None or not await asyncio.to_thread(maps_shared, pid, self.device, ino):
+            return
+        held = await asyncio.gather(
+            *(
+                answer(self.fs.test_lock(ino, WRITE, family=family, others_only=True))
+                for family in (POSIX, FLOCK)
+            )
+        )
+        if any(lock is not None for lock in held):
+            log.warning(
+                "inode %d: a lock refused to process %d, which maps the file shared while "
+                "another host locks it (a mapping is coherent on one host only)",
+                ino,
+                pid,
+            )
+            raise pyfuse3.FUSEError(errno.EIO)
 
     async def test(
         self, ino: int, owner: int, kind: int, start: int, end: int

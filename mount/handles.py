@@ -8,8 +8,9 @@ from offset 0 while empty (a new file, O_TRUNC, cp, dd) streams through a
 (inside existing content, past the end, after a seek back) goes through a
 `FileEditor`, which keeps the touched blocks and writes them to new blocks at commit:
 never in place. flush (close), fsync and release commit, so the content is durable
-and visible to every later open; until then nothing of it is visible, and if the
-mount goes away it is dropped whole.
+and visible to every later open; until then other clients see nothing of it (the
+mount sends the reads and writes of its other opens of the file through this one:
+mount/operations.py `_through`), and if the mount goes away it is dropped whole.
 
 The kernel may send requests for one open file at the same time (with writeback
 caching it writes pages back while the program closes or changes the file): whatever
@@ -47,6 +48,8 @@ class FileHandle(Protocol):
     def writing(self) -> bool: ...
     @property
     def prefetched(self) -> bool: ...
+    @property
+    def locked_elsewhere(self) -> bool: ...
     async def read(self, offset: int, size: int) -> bytes | memoryview: ...
     async def write(self, offset: int, data: bytes) -> int: ...
     def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool: ...
@@ -223,6 +226,17 @@ class OpenFile:
     def prefetched(self) -> bool:
         """True if reads went through chunks fetched ahead (the kernel caches them)."""
         return self.prefetch is not None
+
+    @property
+    def locked_elsewhere(self) -> bool:
+        """Whether another mount or client held a lock on the file when it was opened.
+        Hosts that share a file through locks see each other's writes once a lock
+        changes hands; this host's page cache would serve what it read before, and a
+        mapping shared between hosts cannot be kept coherent at all (SQLite's WAL
+        index): the mount opens such a file without the page cache (FUSE direct I/O),
+        and the kernel then refuses to map it shared (ENODEV)."""
+        blocks = self.reader.blocks if self.reader is not None else None
+        return blocks is not None and blocks.locked_elsewhere
 
     def change_in_memory(self, size: int | None, mtime_ns: int | None) -> bool:
         """False: an ordinary open file keeps no content in memory (see `NewFile`)."""

@@ -81,6 +81,11 @@ class NewFile:
         """True if reads of it were fetched ahead from the datanodes."""
         return self._open is not None and self._open.prefetched
 
+    @property
+    def locked_elsewhere(self) -> bool:
+        """False: a file kept in memory here was made here, and nobody else locked it."""
+        return False
+
     async def read(self, offset: int, size: int) -> bytes | memoryview:
         """Up to `size` bytes at `offset`, what was written here included."""
         if self._open is not None:

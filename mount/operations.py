@@ -137,7 +137,12 @@ class PlasmaOperations(pyfuse3.Operations):
         # Set when the mount acts for its host's users (-o callers, with the right).
         self.callers = callers
         self._handles: dict[int, FileHandle] = {}
+        self._open_on: dict[int, dict[int, FileHandle]] = {}  # inode -> its open files
         self._opened_by: dict[int, LocalCaller] = {}  # open file or directory -> caller
+        # Open files whose writes went to another open file of their inode, until a
+        # commit: their close or fsync commits that one.
+        self._wrote_elsewhere: set[int] = set()
+        self._uncached: set[int] = set()  # open files without the page cache (direct I/O)
         self._listings: dict[int, _Listing] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
@@ -203,7 +208,22 @@ class PlasmaOperations(pyfuse3.Operations):
         return self._entry(attr, self.view.generation(attr.ino))
 
     def _open_here(self, inode: int) -> bool:
-        return any(handle.ino == inode for handle in self._handles.values())
+        return inode in self._open_on
+
+    def _numbered_of(self, inode: int) -> list[tuple[int, FileHandle]]:
+        """The files open here on `inode`, with their numbers (fh)."""
+        return list(self._open_on.get(inode, {}).items())
+
+    def _handles_of(self, inode: int) -> list[FileHandle]:
+        """The files open here on `inode`."""
+        return list(self._open_on.get(inode, {}).values())
+
+    def _forget_open(self, fh: int, inode: int) -> None:
+        open_on = self._open_on.get(inode)
+        if open_on is not None:
+            open_on.pop(fh, None)
+            if not open_on:
+                del self._open_on[inode]
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """The attributes of an inode (of an open file removed meanwhile: as last known,
@@ -237,17 +257,15 @@ class PlasmaOperations(pyfuse3.Operations):
 
     def _writing(self, inode: int) -> FileHandle | None:
         """The open file of `inode` with uncommitted writes, if there is one."""
-        for handle in self._handles.values():
-            if handle.ino == inode and handle.writing:
+        for handle in self._handles_of(inode):
+            if handle.writing:
                 return handle
         return None
 
     def _open_attr(self, inode: int) -> Attr | None:
         """The attributes of `inode` as a handle open here knows them, if any."""
-        for handle in self._handles.values():
-            if handle.ino == inode:
-                return handle.attr
-        return None
+        handles = self._handles_of(inode)
+        return handles[0].attr if handles else None
 
     async def setattr(
         self,
@@ -286,9 +304,8 @@ class PlasmaOperations(pyfuse3.Operations):
             if fields.update_size:
                 await self._changed(writing.truncate(attr.st_size))
             new = await self._changed(writing.setattr(**changes))
-        for handle in self._handles.values():
-            if handle.ino == inode:
-                handle.attr = new
+        for handle in self._handles_of(inode):
+            handle.attr = new
         self._committed(new)
         return self._entry(new)
 
@@ -303,7 +320,7 @@ class PlasmaOperations(pyfuse3.Operations):
             return None
         size = attr.st_size if fields.update_size else None
         mtime_ns = attr.st_mtime_ns if fields.update_mtime else None
-        mine = [h for h in self._handles.values() if h.ino == inode]
+        mine = self._handles_of(inode)
         kept = [h for h in mine if h.change_in_memory(size, mtime_ns)]
         return self._entry(kept[0].attr) if kept else None
 
@@ -384,10 +401,6 @@ class PlasmaOperations(pyfuse3.Operations):
         self.behind.relinked(attr)
         for handle in self._handles_of(attr.ino):
             handle.attr = replace(handle.attr, nlink=attr.nlink, ctime_ns=attr.ctime_ns)
-
-    def _handles_of(self, inode: int) -> list[FileHandle]:
-        """The files open here on `inode`."""
-        return [handle for handle in self._handles.values() if handle.ino == inode]
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         """Remove a file or symbolic link."""
@@ -607,15 +620,20 @@ class PlasmaOperations(pyfuse3.Operations):
     def _opened(self, handle: FileHandle, flags: int) -> pyfuse3.FileInfo:
         number = next(self._numbers)
         self._handles[number] = handle
+        self._open_on.setdefault(handle.ino, {})[number] = handle
         self._remember_caller(number)
         # Close-to-open: drop cached pages of an earlier version on every open.
-        around = writes_around_page_cache(flags, writeback=self.options.writeback)
-        return pyfuse3.FileInfo(fh=number, keep_cache=False, direct_io=around)
+        uncached = handle.locked_elsewhere or writes_around_page_cache(
+            flags, writeback=self.options.writeback
+        )
+        if uncached:
+            self._uncached.add(number)
+        return pyfuse3.FileInfo(fh=number, keep_cache=False, direct_io=uncached)
 
     async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         """Bytes of an open file (pyfuse3 replies from any contiguous buffer, so a view
         into data fetched ahead is not copied first)."""
-        return await answer(self._handles[fh].read(off, size))
+        return await answer(self._through(self._handles[fh]).read(off, size))
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Bytes into an open file (one at a time per open file, in the order they
@@ -625,7 +643,21 @@ class PlasmaOperations(pyfuse3.Operations):
         handle = self._handles[fh]
         if handle.attr.mode & SET_ID and not handle.writing:
             await self._drop_set_id(handle)
-        return await answer(handle.write(off, buf))
+        through = self._through(handle)
+        if through is not handle:
+            self._wrote_elsewhere.add(fh)
+        return await answer(through.write(off, buf))
+
+    def _through(self, handle: FileHandle) -> FileHandle:
+        """The open file that reads and writes for `handle`: the one of its inode with
+        uncommitted writes, if another has them. Every open of a file on one mount sees
+        what any other wrote at once, as on a local disk: processes of one host share
+        a file (a log and its reader, SQLite's WAL index mapped by several) and the
+        kernel writes a mapping's pages back through any open of it."""
+        if handle.writing:
+            return handle
+        writing = self._writing(handle.ino)
+        return handle if writing is None else writing
 
     async def _drop_set_id(self, handle: FileHandle) -> None:
         """A write by a local caller other than root clears the file's set-user-ID bit,
@@ -654,10 +686,9 @@ class PlasmaOperations(pyfuse3.Operations):
     async def _settle(self, inode: int) -> None:
         """Every handle of `inode` kept in memory becomes an ordinary one, and the
         queue is sent (before a change the namenode makes to the inode)."""
-        for number, handle in list(self._handles.items()):
-            if handle.ino == inode:
-                with acting_for(self._opened_by.get(number)):
-                    await answer(handle.settle())
+        for number, handle in self._numbered_of(inode):
+            with acting_for(self._opened_by.get(number)):
+                await answer(handle.settle())
         await self._before_namenode_change()
 
     async def flush(self, fh: int) -> None:
@@ -669,15 +700,23 @@ class PlasmaOperations(pyfuse3.Operations):
             # The kernel wrote the file's cached pages back through any descriptor of
             # it open for writing: what they hold is part of what this close makes
             # visible.
-            for other in list(self._handles.values()):
-                if other.ino == handle.ino and other is not handle and other.writing:
+            for other in self._handles_of(handle.ino):
+                if other is not handle and other.writing:
                     await self._commit(other)
-        await self._commit(handle)
+        await self._commit(self._committing(fh))
+
+    def _committing(self, fh: int) -> FileHandle:
+        """The open file a close or fsync of `fh` commits: the one its writes went to."""
+        handle = self._handles[fh]
+        if fh in self._wrote_elsewhere:
+            self._wrote_elsewhere.discard(fh)
+            return self._through(handle)
+        return handle
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         """fsync(2): the file's content committed, and every change acknowledged so far
         (the file's name among them) durable."""
-        await self._commit(self._handles[fh])
+        await self._commit(self._committing(fh))
         await self._send_queue()
         if not self.options.sync:
             await answer(self.fs.sync())
@@ -688,6 +727,16 @@ class PlasmaOperations(pyfuse3.Operations):
             return
         self.readahead.forget()
         self._committed(await self._changed(handle.commit()))
+        await self._others_read_anew(handle)
+
+    async def _others_read_anew(self, handle: FileHandle) -> None:
+        """The other open files of `handle`'s inode here read the version it just
+        committed, not the one they opened: one mount is one host, coherent as a local
+        disk (a process fsyncs, another one reads)."""
+        for number, other in self._numbered_of(handle.ino):
+            if other is not handle:
+                with acting_for(self._opened_by.get(number)):
+                    await answer(other.revalidate())
 
     def _committed(self, attr: Attr) -> None:
         """A leased directory's table (and the kernel's view) takes the attributes a
@@ -701,11 +750,16 @@ class PlasmaOperations(pyfuse3.Operations):
         handle = self._handles.pop(fh, None)
         self._opened_by.pop(fh, None)
         if handle is not None:
+            self._forget_open(fh, handle.ino)
+        self._wrote_elsewhere.discard(fh)
+        self._uncached.discard(fh)
+        if handle is not None:
             writing, cached = handle.writing, handle.prefetched
             try:
                 await handle.release()
                 if writing:
                     self._committed(handle.attr)
+                    await self._others_read_anew(handle)
                 elif cached:
                     self._drop_cached_pages(handle.ino)
             except Exception as exc:  # nobody to tell but the log
@@ -763,6 +817,8 @@ class PlasmaOperations(pyfuse3.Operations):
         """F_SETLK, F_SETLKW (and OFD locks): an unlock sends what was written first,
         a lock taken drops what this host cached of the file (NFS's rules: the next
         holder reads what the last one wrote)."""
+        if kind != fcntl.F_UNLCK and fh not in self._uncached:
+            await self.locks.refuse_mapping_between_hosts(inode, ctx.pid)
         change = self.locks.set(
             fh, inode, owner, kind, (start, end), pid, wait=sleep, request=request
         )
@@ -772,8 +828,11 @@ class PlasmaOperations(pyfuse3.Operations):
         self, inode: int, fh: int, owner: int, op: int, request: int, ctx: pyfuse3.RequestContext
     ) -> None:
         """flock(2), with the same rules as setlk."""
+        unlocking = op & ~fcntl.LOCK_NB == fcntl.LOCK_UN
+        if not unlocking and fh not in self._uncached:
+            await self.locks.refuse_mapping_between_hosts(inode, ctx.pid)
         change = self.locks.flock(fh, inode, owner, op, ctx.pid, request)
-        await self._lock_change(inode, op & ~fcntl.LOCK_NB == fcntl.LOCK_UN, change)
+        await self._lock_change(inode, unlocking, change)
 
     async def _release_locks(self, fh: int) -> None:
         """The OFD and flock locks taken through open file `fh` end (its last close);
@@ -815,8 +874,8 @@ class PlasmaOperations(pyfuse3.Operations):
         let go (with writeback caching: out of the kernel's cache first)."""
         if self.options.writeback:
             await _drop_kernel_copy(inode)
-        for number, handle in list(self._handles.items()):
-            if handle.ino == inode and handle.writing:
+        for number, handle in self._numbered_of(inode):
+            if handle.writing:
                 with acting_for(self._opened_by.get(number)):
                     self._committed(await answer(handle.commit()))
 
@@ -824,10 +883,9 @@ class PlasmaOperations(pyfuse3.Operations):
         """Forget what this host holds of `inode`'s content: the kernel's pages and
         the open files' versions."""
         self.readahead.forget()
-        for number, handle in list(self._handles.items()):
-            if handle.ino == inode:
-                with acting_for(self._opened_by.get(number)):
-                    await answer(handle.revalidate())
+        for number, handle in self._numbered_of(inode):
+            with acting_for(self._opened_by.get(number)):
+                await answer(handle.revalidate())
         await _drop_kernel_copy(inode)
 
     # --- extended attributes --------------------------------------------------------------
@@ -869,9 +927,8 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._settle(inode)
         await self._changed(change())
         new = await answer(self.fs.getattr(inode))
-        for handle in self._handles.values():
-            if handle.ino == inode:
-                handle.attr = new
+        for handle in self._handles_of(inode):
+            handle.attr = new
         self._committed(new)
 
     def _known_without_xattrs(self, inode: int) -> bool:

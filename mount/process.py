@@ -142,6 +142,7 @@ async def serve(mountpoint: Path, options: MountOptions, fs: Client, ready: Read
     operations = PlasmaOperations(fs, options, CallerIds() if callers else None)
     request_wait.enable()
     pyfuse3.init(operations, str(mountpoint), fuse_options(options, callers=callers))
+    operations.locks.device = mounted_device(mountpoint)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, pyfuse3.terminate)

@@ -122,9 +122,20 @@ class FileLocks:
         """The locks held on `ino` in `family`."""
         return list(self._held.get((ino, family), ()))
 
-    def test(self, asked: LockRequest) -> HeldLock | None:
-        """The first lock that stands in the way of `asked`, None if it could be taken."""
+    def locked_by_others(self, ino: int, session: object) -> bool:
+        """Whether a session other than `session` holds a lock on `ino`."""
+        return any(
+            lock.holder[0] is not session
+            for family in Family
+            for lock in self._held.get((ino, family), ())
+        )
+
+    def test(self, asked: LockRequest, *, others_only: bool = False) -> HeldLock | None:
+        """The first lock that stands in the way of `asked`, None if it could be taken
+        (`others_only`: of another session than the one asking)."""
         for lock in self._held.get(asked.key, ()):
+            if others_only and lock.holder[0] is asked.holder[0]:
+                continue
             if lock.conflicts(asked.holder, asked.type, asked.start, asked.end):
                 return lock
         return None

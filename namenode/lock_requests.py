@@ -43,7 +43,7 @@ async def _set_lock(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) 
 
 async def _test_lock(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.test_lock
-    blocker = s.locks.test(await _asked(s, q))
+    blocker = s.locks.test(await _asked(s, q), others_only=q.others_only)
     answer = out.lock_conflict
     answer.SetInParent()
     if blocker is not None:

@@ -491,6 +491,7 @@ async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
     q = r.blocks
     inode, grants = await s.files.blocks(t, q.ino, q.file_index, q.count, who=s.who)
     _block_list(out.block_list, inode, grants)
+    out.block_list.locked_elsewhere = s.locks.locked_by_others(q.ino, s)
 
 
 async def _summarize(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:

@@ -520,20 +520,22 @@ class SetLock(_message.Message):
     def __init__(self, ino: _Optional[int] = ..., family: _Optional[_Union[LockFamily, str]] = ..., type: _Optional[_Union[LockType, str]] = ..., owner: _Optional[int] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., wait: _Optional[bool] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class TestLock(_message.Message):
-    __slots__ = ("ino", "family", "type", "owner", "start", "end")
+    __slots__ = ("ino", "family", "type", "owner", "start", "end", "others_only")
     INO_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    OTHERS_ONLY_FIELD_NUMBER: _ClassVar[int]
     ino: int
     family: LockFamily
     type: LockType
     owner: int
     start: int
     end: int
-    def __init__(self, ino: _Optional[int] = ..., family: _Optional[_Union[LockFamily, str]] = ..., type: _Optional[_Union[LockType, str]] = ..., owner: _Optional[int] = ..., start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+    others_only: bool
+    def __init__(self, ino: _Optional[int] = ..., family: _Optional[_Union[LockFamily, str]] = ..., type: _Optional[_Union[LockType, str]] = ..., owner: _Optional[int] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., others_only: _Optional[bool] = ...) -> None: ...
 
 class CancelLockWait(_message.Message):
     __slots__ = ("request",)
@@ -809,20 +811,22 @@ class Extent(_message.Message):
     def __init__(self, file_index: _Optional[int] = ..., block_count: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[Replica, _Mapping]]] = ...) -> None: ...
 
 class BlockList(_message.Message):
-    __slots__ = ("extents", "blocksize", "size", "replication", "inline", "attr")
+    __slots__ = ("extents", "blocksize", "size", "replication", "inline", "attr", "locked_elsewhere")
     EXTENTS_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
     ATTR_FIELD_NUMBER: _ClassVar[int]
+    LOCKED_ELSEWHERE_FIELD_NUMBER: _ClassVar[int]
     extents: _containers.RepeatedCompositeFieldContainer[Extent]
     blocksize: int
     size: int
     replication: int
     inline: bytes
     attr: Attr
-    def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ...) -> None: ...
+    locked_elsewhere: bool
+    def __init__(self, extents: _Optional[_Iterable[_Union[Extent, _Mapping]]] = ..., blocksize: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., inline: _Optional[bytes] = ..., attr: _Optional[_Union[Attr, _Mapping]] = ..., locked_elsewhere: _Optional[bool] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ("id", "error", "attr", "dir_page", "target", "fsstat", "done", "block_list", "summary", "walk_page", "inodes", "lease_news", "xattr_value", "xattr_names", "lock_conflict")

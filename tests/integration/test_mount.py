@@ -104,11 +104,12 @@ def test_writes_anywhere_in_a_file(mount: Mount, inline_cluster: DataCluster) ->
             expected[offset : offset + len(data)] = data
             expected += bytes(max(0, offset + len(data) - len(expected)))
         assert os.pread(fd, len(expected) + 10, 0) == bytes(expected)  # its own writes
-        with open(path, "rb") as other:  # not committed: another open sees the old content
-            assert other.read() == original
-        os.fsync(fd)
-        with open(path, "rb") as other:
+        with open(path, "rb") as other:  # another open on this host sees them at once
             assert other.read() == bytes(expected)
+        with SyncClient(inline_cluster.namenode.address) as lib:
+            assert lib.read_file("/f") == original  # another client: not committed yet
+            os.fsync(fd)
+            assert lib.read_file("/f") == bytes(expected)
     finally:
         os.close(fd)
     with open(path, "ab") as f:  # append to committed content

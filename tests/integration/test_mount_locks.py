@@ -1,13 +1,15 @@
 """File locks through two mounts of one cluster, as two hosts would have them: fcntl
 and flock conflicts and F_GETLK, a wait granted when the holder is killed -9 (and
 when the holding mount itself is), a wait interrupted by a signal, and sqlite
-(rollback journal) from processes on both mounts without a lost or torn transaction.
+(rollback journal) from processes on both mounts without a lost or torn transaction,
+SQLite WAL from processes of one mount, and shared mappings refused between hosts.
 Needs pyfuse3 with the lock handlers (scripts/pyfuse3-with-locks)."""
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import signal
 import sqlite3
@@ -191,3 +193,108 @@ def test_sqlite_from_two_mounts(inline_cluster: DataCluster, tmp_path: Path) -> 
         seen = sorted(s for (s,) in db.execute("SELECT seen FROM rows"))
         db.close()
         assert n == workers * each and seen == list(range(workers * each))
+
+
+def new_counter_db(path: Path, journal_mode: str) -> None:
+    """A database with an empty `rows` table and a counter at 0."""
+    db = sqlite3.connect(path, isolation_level=None)
+    assert db.execute(f"PRAGMA journal_mode={journal_mode}").fetchone() == (journal_mode,)
+    db.execute("CREATE TABLE rows (worker TEXT, seen INTEGER)")
+    db.execute("CREATE TABLE counter (n INTEGER)")
+    db.execute("INSERT INTO counter VALUES (0)")
+    db.close()
+
+
+def counted(path: Path) -> tuple[int, list[int]]:
+    """The counter and the sorted values the workers saw, after an integrity check."""
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        (n,) = db.execute("SELECT n FROM counter").fetchone()
+        return n, sorted(s for (s,) in db.execute("SELECT seen FROM rows"))
+    finally:
+        db.close()
+
+
+def sqlite_worker(path: Path, each: int, name: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", SQLITE_WORKER, str(path), str(each), name],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_sqlite_wal_from_processes_of_one_mount(
+    inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    """WAL shares memory between processes through a mapped file: one mount is one
+    host, where every open of a file sees what any other wrote."""
+    with mounted(inline_cluster.namenode.address, tmp_path / "a") as a:
+        new_counter_db(a.path / "t.db", "wal")
+        workers, each = 4, 40
+        running = [sqlite_worker(a.path / "t.db", each, str(k)) for k in range(workers)]
+        for process in running:
+            _, err = process.communicate(timeout=300)
+            assert process.returncode == 0, err
+        assert counted(a.path / "t.db") == (workers * each, list(range(workers * each)))
+
+
+def test_sqlite_wal_on_a_second_host_is_refused(
+    inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    """A WAL index cannot be shared between hosts: a connection on a second mount gets
+    "disk I/O error" (the mapping is refused), the first host's go on, nothing is
+    lost."""
+    address = inline_cluster.namenode.address
+    with mounted(address, tmp_path / "a") as a, mounted(address, tmp_path / "b") as b:
+        new_counter_db(a.path / "t.db", "wal")
+        holder = sqlite3.connect(a.path / "t.db", isolation_level=None)
+        holder.execute("SELECT n FROM counter").fetchone()  # the WAL index in use here
+        first = sqlite_worker(a.path / "t.db", 40, "a")
+        second = sqlite_worker(b.path / "t.db", 40, "b")
+        _, err = second.communicate(timeout=300)
+        assert second.returncode != 0 and "disk I/O error" in err, err
+        _, err = first.communicate(timeout=300)
+        assert first.returncode == 0, err
+        holder.close()
+        assert counted(a.path / "t.db") == (40, list(range(40)))
+        # the first host closed it: the second may use it now
+        assert counted(b.path / "t.db") == (40, list(range(40)))
+
+
+def test_a_file_mapped_on_two_hosts_is_not_locked_there(
+    inline_cluster: DataCluster, tmp_path: Path
+) -> None:
+    """Opened on two mounts before either locked it: the second host to lock it while
+    mapping it shared gets EIO; a file opened while another host locks it cannot be
+    mapped shared (ENODEV), and reads and writes it through the cluster."""
+    address = inline_cluster.namenode.address
+    with mounted(address, tmp_path / "a") as a, mounted(address, tmp_path / "b") as b:
+        (a.path / "f").write_bytes(bytes(8192))
+        fa = os.open(a.path / "f", os.O_RDWR)
+        fb = os.open(b.path / "f", os.O_RDWR)
+        try:
+            ma = mmap.mmap(fa, 8192)
+            mb = mmap.mmap(fb, 8192)
+            fcntl.lockf(fa, fcntl.LOCK_SH, 1, 100)
+            with pytest.raises(OSError) as refused:
+                fcntl.lockf(fb, fcntl.LOCK_SH, 1, 200)
+            assert refused.value.errno == errno.EIO
+            mb.close()
+            fc = os.open(b.path / "f", os.O_RDWR)
+            try:
+                with pytest.raises(OSError) as unmapped:
+                    mmap.mmap(fc, 8192)
+                assert unmapped.value.errno == errno.ENODEV
+                fcntl.lockf(fc, fcntl.LOCK_SH, 1, 200)  # not mapped: coherent through locks
+                os.pwrite(fc, b"from b", 0)
+                os.fsync(fc)
+                fcntl.lockf(fc, fcntl.LOCK_UN, 1, 200)
+            finally:
+                os.close(fc)
+            fcntl.lockf(fa, fcntl.LOCK_UN, 1, 100)
+            fcntl.lockf(fa, fcntl.LOCK_SH, 1, 100)  # a lock taken: the pages read again
+            assert ma[:6] == b"from b"
+            ma.close()
+        finally:
+            os.close(fa)
+            os.close(fb)

@@ -102,3 +102,17 @@ async def test_a_session_takes_its_locks_and_waits_along() -> None:
     assert locks.held(8, Family.FLOCK) == []
     locks.end_session(B)
     assert ranges(locks) == []
+
+
+async def test_what_other_sessions_hold() -> None:
+    locks = FileLocks()
+    assert not locks.locked_by_others(7, A)
+    await locks.set(posix(A, READ, 0, 9), wait=False)
+    assert not locks.locked_by_others(7, A) and locks.locked_by_others(7, B)
+    # a second owner of A's: in the way of a write, but not another session's
+    assert locks.test(posix(A, WRITE, 0, 9, owner=2)) is not None
+    assert locks.test(posix(A, WRITE, 0, 9, owner=2), others_only=True) is None
+    await locks.set(LockRequest(7, Family.FLOCK, (B, 5), READ), wait=False)
+    assert locks.locked_by_others(7, A)  # flock locks count too
+    locks.end_session(B)
+    assert not locks.locked_by_others(7, A)
