@@ -494,9 +494,12 @@ class Client(ClientXattrs, ClientLocks):
         """Remove an empty directory."""
         await self._one_shot(lambda t: t.rmdir(path))
 
-    async def rename(self, src: Where, dst: Where, *, replace: bool = True) -> None:
-        """Move `src` to `dst` atomically."""
-        await self._one_shot(lambda t: t.rename(src, dst, replace=replace))
+    async def rename(
+        self, src: Where, dst: Where, *, replace: bool = True, exchange: bool = False
+    ) -> None:
+        """Move `src` to `dst` atomically (replace=False: EEXIST if `dst` exists);
+        exchange=True swaps the two, which must both exist (Linux's RENAME_EXCHANGE)."""
+        await self._one_shot(lambda t: t.rename(src, dst, replace=replace, exchange=exchange))
 
     async def setattr(self, target: str | int, **changes: int | None) -> Attr:
         """Change attributes (mode, uid, gid, mtime_ns, size, replication)."""

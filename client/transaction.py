@@ -484,14 +484,17 @@ class Transaction(Reads, XattrChanges):
         request.rmdir.path, request.rmdir.dir = raw, directory
         return self._nothing(future)
 
-    def rename(self, src: Where, dst: Where, *, replace: bool = True) -> Awaitable[None]:
-        """Move `src` to `dst` atomically; replace=False refuses an existing `dst`."""
+    def rename(
+        self, src: Where, dst: Where, *, replace: bool = True, exchange: bool = False
+    ) -> Awaitable[None]:
+        """Move `src` to `dst` atomically; replace=False refuses an existing `dst`;
+        exchange=True swaps the two, which must both exist."""
         raw_src, src_dir = paths.wire_place(src)
         raw_dst, dst_dir = paths.wire_place(dst)
         request, future = self._new()
         q = request.rename
         q.src, q.dst, q.noreplace = raw_src, raw_dst, not replace
-        q.src_dir, q.dst_dir = src_dir, dst_dir
+        q.src_dir, q.dst_dir, q.exchange = src_dir, dst_dir, exchange
         return self._nothing(future)
 
     def setattr(

@@ -458,15 +458,15 @@ class PlasmaOperations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        """Move an entry, replacing the target unless RENAME_NOREPLACE."""
+        """Move an entry, replacing the target unless RENAME_NOREPLACE; swap two with
+        RENAME_EXCHANGE."""
         self._check_writable()
-        if flags & pyfuse3.RENAME_EXCHANGE:
-            raise pyfuse3.FUSEError(errno.EINVAL)
         src, dst = At(parent_inode_old, _name(name_old)), At(parent_inode_new, _name(name_new))
         noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+        exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
         # Renames go to the namenode; the directories' tables go with their leases.
         await answer(self.behind.send())
-        await self._changed(self.fs.rename(src, dst, replace=not noreplace))
+        await self._changed(self.fs.rename(src, dst, replace=not noreplace, exchange=exchange))
         await answer(self.behind.release([parent_inode_old, parent_inode_new]))
         # Their entries in the tables of their own parents: links and times changed.
         for parent in {parent_inode_old, parent_inode_new}:

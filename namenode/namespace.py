@@ -455,8 +455,13 @@ class Namespace:
             raise NotFoundError(f"directory {where.parent_shown} was removed")
         return found
 
-    async def rename(self, txn: Txn | None, src: Place, dst: Place, noreplace: bool) -> None:
-        """Move an entry atomically, replacing the destination by POSIX rules."""
+    async def rename(
+        self, txn: Txn | None, src: Place, dst: Place, noreplace: bool, *, exchange: bool = False
+    ) -> None:
+        """Move an entry atomically, replacing the destination by POSIX rules; with
+        `exchange`, swap two existing entries (Linux's RENAME_EXCHANGE)."""
+        if exchange and noreplace:
+            raise InvalidArgumentError("an exchange replaces nothing: no noreplace with it")
         t = self.transactions.writable(txn)
         src_parts, dst_parts = src.parts, dst.parts
         if not src_parts or not dst_parts:
@@ -489,6 +494,9 @@ class Namespace:
         moved = await self._locked_entry_inode(t, src_dir, src_name, src)
         if await self.view.entry(t, dst_dir.ino, dst_name) == moved.ino:
             return  # two names of one file: POSIX says rename does nothing
+        if exchange:
+            await self._exchange(t, (src_dir, src_name, src, moved), (dst_dir, dst_name, dst))
+            return
         is_dir = moved.kind is FileKind.DIRECTORY
         if is_dir and src_dir.ino != dst_dir.ino:
             m = moved.attr  # its ".." entry changes
@@ -532,6 +540,45 @@ class Namespace:
             dst_delta -= 1
         cs.touch(src_dir.ino, now, src_delta)
         cs.touch(dst_dir.ino, now, dst_delta)
+
+    async def _exchange(
+        self,
+        t: Txn,
+        first: tuple[Inode, str, Place, Inode],
+        second: tuple[Inode, str, Place],
+    ) -> None:
+        """The entry at `first` (its directory, name, place and inode) and the one at
+        `second` trade places; both directories are locked, and the first entry too."""
+        src_dir, src_name, src, moved = first
+        dst_dir, dst_name, dst = second
+        if await self.view.entry(t, dst_dir.ino, dst_name) is None:
+            raise NotFoundError(f"no such file or directory: {dst.shown}")
+        other = await self._locked_entry_inode(t, dst_dir, dst_name, dst)
+        across = src_dir.ino != dst_dir.ino
+        moves = ((moved, dst_dir, src), (other, src_dir, dst))  # inode, new parent, place
+        dirs = [(i, parent, where) for i, parent, where in moves if i.kind is FileKind.DIRECTORY]
+        if across and dirs:
+            for inode, _, where in dirs:  # its ".." entry changes
+                a = inode.attr
+                check_access(t.who, a.mode, a.uid, a.gid, W, where.shown)
+            await self.transactions.lock(t, DIRTREE_LOCK, True)
+            for inode, parent, where in dirs:
+                await self._check_not_ancestor(t, inode.ino, parent.ino, where)
+        now = time.time_ns()
+        cs = t.cs
+        cs.set_entry(src_dir.ino, src_name, other.ino)
+        cs.set_entry(dst_dir.ino, dst_name, moved.ino)
+        for inode in (moved, other):
+            bumped = 0 if inode.ino in cs.inodes else 1
+            attr = replace(inode.attr, ctime_ns=now, version=inode.attr.version + bumped)
+            cs.put_inode(replace(inode, attr=attr))
+        src_delta = 0
+        if across:
+            for inode, parent, _ in dirs:
+                cs.dir_parents[inode.ino] = parent.ino
+                src_delta += 1 if parent is src_dir else -1
+        cs.touch(src_dir.ino, now, src_delta)
+        cs.touch(dst_dir.ino, now, -src_delta)
 
     async def _check_not_ancestor(self, t: Txn, moved: int, start: int, src: Place) -> None:
         node: int | None = start

@@ -402,7 +402,8 @@ async def _rmdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> 
 
 async def _rename(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.rename
-    await s.ns.rename(t, Place.of(q.src, q.src_dir), Place.of(q.dst, q.dst_dir), q.noreplace)
+    src, dst = Place.of(q.src, q.src_dir), Place.of(q.dst, q.dst_dir)
+    await s.ns.rename(t, src, dst, q.noreplace, exchange=q.exchange)
     out.done.SetInParent()
 
 

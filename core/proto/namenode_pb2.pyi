@@ -262,18 +262,20 @@ class RmDir(_message.Message):
     def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ...) -> None: ...
 
 class Rename(_message.Message):
-    __slots__ = ("src", "dst", "noreplace", "src_dir", "dst_dir")
+    __slots__ = ("src", "dst", "noreplace", "src_dir", "dst_dir", "exchange")
     SRC_FIELD_NUMBER: _ClassVar[int]
     DST_FIELD_NUMBER: _ClassVar[int]
     NOREPLACE_FIELD_NUMBER: _ClassVar[int]
     SRC_DIR_FIELD_NUMBER: _ClassVar[int]
     DST_DIR_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_FIELD_NUMBER: _ClassVar[int]
     src: bytes
     dst: bytes
     noreplace: bool
     src_dir: int
     dst_dir: int
-    def __init__(self, src: _Optional[bytes] = ..., dst: _Optional[bytes] = ..., noreplace: _Optional[bool] = ..., src_dir: _Optional[int] = ..., dst_dir: _Optional[int] = ...) -> None: ...
+    exchange: bool
+    def __init__(self, src: _Optional[bytes] = ..., dst: _Optional[bytes] = ..., noreplace: _Optional[bool] = ..., src_dir: _Optional[int] = ..., dst_dir: _Optional[int] = ..., exchange: _Optional[bool] = ...) -> None: ...
 
 class SetAttr(_message.Message):
     __slots__ = ("path", "ino", "mode", "uid", "gid", "mtime_ns", "size", "replication", "mtime_now")

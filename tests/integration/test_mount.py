@@ -91,6 +91,36 @@ def test_refusals_carry_the_right_errno(mount: Mount) -> None:
     assert _errno(os.mkdir, root / ("n" * 256)) == errno.ENAMETOOLONG
 
 
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2)'s flags
+
+
+def renameat2(src: Path, dst: Path, flags: int) -> None:
+    """renameat2(2) through glibc, which Python's os does not wrap."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd = -100
+    if libc.renameat2(at_fdcwd, bytes(src), at_fdcwd, bytes(dst), flags) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(dst))
+
+
+def test_renames_that_swap_or_refuse_to_replace(mount: Mount, inline_cluster: DataCluster) -> None:
+    root = mount.path
+    (root / "d").mkdir()
+    (root / "d" / "inside").write_bytes(b"in d")
+    (root / "f").write_bytes(b"the file")
+    d_ino, f_ino = (root / "d").stat().st_ino, (root / "f").stat().st_ino
+    assert _errno(renameat2, root / "d", root / "f", RENAME_NOREPLACE) == errno.EEXIST
+    renameat2(root / "d", root / "f", RENAME_EXCHANGE)
+    assert (root / "f").stat().st_ino == d_ino and (root / "d").stat().st_ino == f_ino
+    assert (root / "f" / "inside").read_bytes() == b"in d"
+    assert (root / "d").read_bytes() == b"the file"
+    assert _errno(renameat2, root / "d", root / "gone", RENAME_EXCHANGE) == errno.ENOENT
+    flags = RENAME_EXCHANGE | RENAME_NOREPLACE
+    assert _errno(renameat2, root / "d", root / "f", flags) == errno.EINVAL
+    with SyncClient(inline_cluster.namenode.address) as lib:  # for every client
+        assert lib.read_file("/d") == b"the file"
+        assert lib.listdir("/f") == ["inside"]
+
+
 def test_writes_anywhere_in_a_file(mount: Mount, inline_cluster: DataCluster) -> None:
     bs = inline_cluster.blocksize
     path = mount.path / "f"

@@ -170,6 +170,32 @@ async def test_rename_replace_rules(fs: Client) -> None:
         await fs.rename("/", "/x")
 
 
+async def test_rename_exchange_swaps_two_entries(fs: Client) -> None:
+    for d in ("/a", "/a/sub", "/b"):
+        await fs.mkdir(d)
+    f = await fs.create("/b/f")
+    a = await fs.stat("/a")
+    await fs.rename("/a", "/b/f", exchange=True)  # a directory and a file, across
+    assert (await fs.stat("/b/f")).ino == a.ino
+    assert (await fs.stat("/a")).ino == f.ino
+    assert await fs.listdir("/b/f") == ["sub"]
+    assert (await fs.stat("/")).nlink == 3  # b and '.' twice: the directory moved down
+    assert (await fs.stat("/b")).nlink == 3  # f (now the directory) and '.' twice
+    await fs.rename("/b/f", "/a", exchange=True)  # and back
+    assert (await fs.stat("/a")).ino == a.ino and (await fs.stat("/b/f")).ino == f.ino
+    assert (await fs.stat("/")).nlink == 4 and (await fs.stat("/b")).nlink == 2
+    with pytest.raises(NotFoundError):
+        await fs.rename("/a", "/nope", exchange=True)
+    with pytest.raises(InvalidArgumentError):
+        await fs.rename("/a", "/a/sub", exchange=True)  # into itself
+    with pytest.raises(InvalidArgumentError):
+        await fs.rename("/a/sub", "/a", exchange=True)  # its parent into it
+    with pytest.raises(InvalidArgumentError):
+        await fs.rename("/a", "/b", replace=False, exchange=True)
+    await fs.rename("/a", "/b", exchange=True)  # two directories, side by side
+    assert await fs.listdir("/a") == ["f"] and await fs.listdir("/b") == ["sub"]
+
+
 async def test_rename_into_own_subtree_is_refused(fs: Client) -> None:
     await fs.mkdir("/a/b/c", parents=True)
     await fs.symlink("/link", "/a/b")
