@@ -34,6 +34,7 @@ from plasmafs.mount.handles import FileHandle, OpenFile
 from plasmafs.mount.kernelview import KernelView, NoWritebackView
 from plasmafs.mount.newfile import NewFile
 from plasmafs.mount.options import MountOptions
+from plasmafs.mount.parents import DirectoryParents, dot_entry
 from plasmafs.mount.readahead import ReadAhead
 from plasmafs.mount.writebehind import LeasedDir, WriteBehind
 
@@ -104,6 +105,9 @@ def _name(raw: bytes) -> str:
         raise pyfuse3.FUSEError(errno.EINVAL) from None
 
 
+DOTS = (".", "..")
+
+
 class _Listing:
     """An open directory: the names handed to the kernel so far (the kernel's offsets
     are their positions), and entries fetched from the namenode that it has not taken
@@ -115,6 +119,11 @@ class _Listing:
         self.names: list[str] = []
         self.pending: collections.deque[DirEntry] = collections.deque()
         self.exhausted = False  # the namenode has nothing after the last one fetched
+
+    @property
+    def entries(self) -> list[str]:
+        """The names handed to the kernel after "." and ".."."""
+        return self.names[len(DOTS) :]
 
     def rewind(self, position: int) -> None:
         """Continue from `position` (the kernel went back: list again from there)."""
@@ -156,6 +165,7 @@ class PlasmaOperations(pyfuse3.Operations):
         )
         self.behind.before_release = self._before_release
         self.locks = KernelLocks(fs)
+        self.parents = DirectoryParents()  # for ".." in listings
 
     def caller_of(self, args: Sequence[Any]) -> LocalCaller | None:
         """The caller a request with these arguments acts for: the one its context
@@ -180,13 +190,13 @@ class PlasmaOperations(pyfuse3.Operations):
         if leased is not None:  # this mount knows every entry
             mine = leased.entries.get(_name(name))
             if mine is not None:
-                return self._looked_up(mine)
+                return self._looked_up(parent_inode, name, mine)
             if self.options.negative_timeout > 0:
                 return absent(self.options)
             raise pyfuse3.FUSEError(errno.ENOENT)
         known = self.readahead.entry(parent_inode, _name(name))
         if known is not None:
-            return self._looked_up(known)
+            return self._looked_up(parent_inode, name, known)
         try:
             attr = await self.fs.lookup(At(parent_inode, _name(name)))
         except NotFoundError:
@@ -195,11 +205,13 @@ class PlasmaOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         except Exception as exc:
             raise fuse_error(exc) from None
-        return self._looked_up(attr)
+        return self._looked_up(parent_inode, name, attr)
 
-    def _looked_up(self, attr: Attr) -> pyfuse3.EntryAttributes:
-        """The answer to a lookup of `attr` (with writeback caching: under a new
-        generation if the kernel's size and mtime of the file are outdated)."""
+    def _looked_up(self, parent: int, name: bytes, attr: Attr) -> pyfuse3.EntryAttributes:
+        """The answer to a lookup of `attr` as `name` in `parent` (with writeback
+        caching: under a new generation if the kernel's size and mtime of the file are
+        outdated)."""
+        self.parents.saw(parent, _name(name), attr)
         return self._entry(attr, self.view.looked_up(attr))
 
     def _listed(self, attr: Attr) -> pyfuse3.EntryAttributes:
@@ -345,8 +357,9 @@ class PlasmaOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new directory."""
         self._check_writable()
-        made = self.behind.mkdir(parent_inode, _name(name), stat.S_IMODE(mode))
-        return entry(await self._changed(made), self.options)
+        made = await self._changed(self.behind.mkdir(parent_inode, _name(name), stat.S_IMODE(mode)))
+        self.parents.saw(parent_inode, _name(name), made)
+        return entry(made, self.options)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
@@ -419,6 +432,7 @@ class PlasmaOperations(pyfuse3.Operations):
                 self.behind.remove(parent, name, directory_wanted=directory)
             )
             self._unlinked(removed.ino)
+            self.parents.removed(parent, name)
             return
         await self._before_namenode_change()
         where = At(parent, name)
@@ -426,6 +440,7 @@ class PlasmaOperations(pyfuse3.Operations):
         gone = leased.entries.get(name) if leased is not None else None
         await self._changed(self.fs.rmdir(where) if directory else self.fs.unlink(where))
         self.behind.forget_entry(parent, name)
+        self.parents.removed(parent, name)
         if gone is not None and gone.nlink > 1 and not directory:  # other names stay
             self._links_changed(await answer(self.fs.getattr(gone.ino)))
         elif gone is not None:
@@ -467,6 +482,7 @@ class PlasmaOperations(pyfuse3.Operations):
         # Renames go to the namenode; the directories' tables go with their leases.
         await answer(self.behind.send())
         await self._changed(self.fs.rename(src, dst, replace=not noreplace, exchange=exchange))
+        self.parents.renamed((src.dir, src.name), (dst.dir, dst.name), exchange=exchange)
         await answer(self.behind.release([parent_inode_old, parent_inode_new]))
         # Their entries in the tables of their own parents: links and times changed.
         for parent in {parent_inode_old, parent_inode_new}:
@@ -488,11 +504,19 @@ class PlasmaOperations(pyfuse3.Operations):
             self._opened_by[number] = caller
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        """Entries with attributes from position `start_id`, as many as the kernel takes."""
+        """Entries with attributes from position `start_id`, as many as the kernel takes:
+        "." and ".." first, as a local disk lists them."""
         listing = self._listings[fh]
         if start_id < len(listing.names):
             listing.rewind(start_id)
         try:
+            while len(listing.names) < len(DOTS):
+                dot = DOTS[len(listing.names)]
+                ino = listing.ino if dot == "." else self.parents.of(listing.ino)
+                position = len(listing.names) + 1
+                if not pyfuse3.readdir_reply(token, dot.encode(), dot_entry(ino), position):
+                    return
+                listing.names.append(dot)
             while True:
                 if not listing.pending:
                     if listing.exhausted:
@@ -505,6 +529,7 @@ class PlasmaOperations(pyfuse3.Operations):
                 position = len(listing.names) + 1
                 if not pyfuse3.readdir_reply(token, name, self._listed(item.attr), position):
                     return  # the kernel's buffer is full: the rest waits for its next call
+                self.parents.saw(listing.ino, item.name, item.attr)
                 listing.names.append(listing.pending.popleft().name)
         except Exception as exc:
             raise fuse_error(exc) from None
@@ -514,16 +539,16 @@ class PlasmaOperations(pyfuse3.Operations):
         at once if this mount leases the directory or read it ahead)."""
         leased = self.behind.leased(listing.ino)
         if leased is not None:
-            listing.pending.extend(leased.listing()[len(listing.names) :])
+            listing.pending.extend(leased.listing()[len(listing.entries) :])
             listing.exhausted = True
             return
-        if not listing.names:
+        if not listing.entries:
             whole = await self.readahead.listing(listing.ino)
             if whole is not None:
                 listing.pending.extend(whole)
                 listing.exhausted = True
                 return
-        after = listing.names[-1] if listing.names else ""
+        after = listing.entries[-1] if listing.entries else ""
         page, more = await self.fs.readdir(
             listing.ino, after=after, limit=DIRECTORY_PAGE, plus=True
         )
@@ -782,7 +807,9 @@ class PlasmaOperations(pyfuse3.Operations):
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         """The kernel let go of these inodes."""
-        self.view.forget([inode for inode, _ in inode_list])
+        inodes = [inode for inode, _ in inode_list]
+        self.view.forget(inodes)
+        self.parents.forget(inodes)
 
     # --- file locks (mount/file_locks.py) ------------------------------------------------
 

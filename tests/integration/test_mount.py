@@ -121,6 +121,30 @@ def test_renames_that_swap_or_refuse_to_replace(mount: Mount, inline_cluster: Da
         assert lib.listdir("/f") == ["inside"]
 
 
+def listed_inodes(directory: Path) -> dict[str, int]:
+    """Every name `ls -a` lists in `directory`, with the inode number it lists."""
+    out = subprocess.run(["ls", "-a1i", str(directory)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = (line.split(maxsplit=1) for line in out.stdout.splitlines())
+    return {name: int(ino) for ino, name in lines}
+
+
+def test_listings_have_dot_and_dot_dot(mount: Mount) -> None:
+    root = mount.path
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "c").mkdir()
+    (root / "a" / "b" / "f").write_bytes(b"x")
+    inode = {p: (root / p).stat().st_ino for p in ("", "a", "a/b", "c")}
+    assert listed_inodes(root)["."] == inode[""]  # (its ".." is outside the mount)
+    assert listed_inodes(root / "a" / "b") == {
+        ".": inode["a/b"], "..": inode["a"], "f": (root / "a" / "b" / "f").stat().st_ino,
+    }  # fmt: skip
+    os.rename(root / "a" / "b", root / "c" / "b")  # moved: ".." follows
+    assert listed_inodes(root / "c" / "b")[".."] == inode["c"]
+    assert sorted(os.listdir(root / "c" / "b")) == ["f"]  # programs skip the two
+    assert sorted(p.name for p in (root / "c").iterdir()) == ["b"]
+
+
 def test_writes_anywhere_in_a_file(mount: Mount, inline_cluster: DataCluster) -> None:
     bs = inline_cluster.blocksize
     path = mount.path / "f"
