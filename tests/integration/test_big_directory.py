@@ -7,6 +7,7 @@ import resource
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from plasmafs.client import Client
 from tests.support.cluster import NamenodeProcess
@@ -44,6 +45,7 @@ async def _fill(dsn: str) -> None:
         await conn.close()
 
 
+@pytest.mark.slow
 async def test_a_million_entries_stream_in_pages(dsn: str, tmp_path: Path) -> None:
     await _fill(dsn)
     namenode = NamenodeProcess(dsn, tmp_path).start()

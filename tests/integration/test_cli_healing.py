@@ -180,6 +180,7 @@ async def test_fsck_of_a_healthy_tree(healing: Healing, hfs: Client) -> None:
         assert isinstance(items[-1], FsckSummary) and items[-1].files == 3
 
 
+@pytest.mark.slow
 async def test_a_killed_datanode_is_counted_marked_and_healed(
     healing: Healing, hfs: Client
 ) -> None:

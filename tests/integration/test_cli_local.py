@@ -9,6 +9,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from plasmafs.local.postgres import postgres_running, stop_postgres
 from tests.integration.test_cli import _daemons_under
 from tests.support.cli_runner import assert_error, assert_ok, clean_env, run_pfs
@@ -74,6 +76,7 @@ def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
             stop_postgres(home / "postgres")
 
 
+@pytest.mark.slow
 def test_a_local_cluster_with_a_standby_namenode_survives_the_active_ones_death(
     tmp_path: Path,
 ) -> None:

@@ -25,6 +25,8 @@ from tests.support.heal_cluster import (
 )
 from tests.support.waiting import eventually
 
+# Each test kills, restarts or changes something under a copy: minutes in all.
+pytestmark = pytest.mark.slow
 SLOW = {"PFS_DATANODE_REPLICATION_BANDWIDTH": "1M"}
 
 

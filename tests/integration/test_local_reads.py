@@ -148,6 +148,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 def test_a_thousand_killed_readers_leave_nothing_behind(data_cluster: DataCluster) -> None:
     with SyncClient(data_cluster.namenode.address) as fs:
         fs.write_file("/big", os.urandom(8 * BS), replication=3)

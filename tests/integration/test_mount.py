@@ -531,6 +531,7 @@ def test_requests_wait_while_the_namenode_restarts_then_the_mount_carries_on(
     assert sorted(os.listdir(mount.path)) == ["before", "made-while-down"]
 
 
+@pytest.mark.slow
 def test_requests_fail_with_eio_after_failover_timeout_then_carry_on(
     inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
@@ -587,6 +588,7 @@ def roomy_cluster(dsn: str, tmp_path: Path) -> Iterator[NamenodeProcess]:
         namenode.stop()
 
 
+@pytest.mark.slow
 def test_three_writers_and_ten_readers_see_only_whole_files(
     roomy_cluster: NamenodeProcess, tmp_path: Path
 ) -> None:

@@ -191,6 +191,7 @@ def test_a_second_mount_sees_the_tree_the_first_one_built(
         assert list(fs.scandir("/")) == []
 
 
+@pytest.mark.slow
 def test_rm_rf_of_a_30000_entry_tree_leaves_nothing(
     mount: Mount, inline_cluster: DataCluster
 ) -> None:

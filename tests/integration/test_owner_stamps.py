@@ -124,6 +124,7 @@ async def test_a_datanode_finds_blocks_of_another_owner_when_it_registers(
         await dfs.read_file(b_path)
 
 
+@pytest.mark.slow
 async def test_a_datanode_that_saw_a_newer_term_makes_the_namenode_step_past_it(
     dfs: Client, data_cluster: DataCluster
 ) -> None:

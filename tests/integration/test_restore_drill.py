@@ -73,6 +73,7 @@ async def _replica_blocks(dfs: Client, path: str) -> set[tuple[int, int]]:
     }
 
 
+@pytest.mark.slow
 async def test_metadata_restored_to_a_point_in_time_meets_the_datanodes_of_later(
     postgres: LocalPostgres, tmp_path: Path
 ) -> None:

@@ -125,6 +125,7 @@ async def test_a_stopped_active_hands_its_lease_over_at_once(pair: Pair) -> None
         await load.stop()
 
 
+@pytest.mark.slow
 async def test_an_active_paused_past_its_lease_is_deposed_and_stands_by(pair: Pair) -> None:
     load = CreateLoad(pair.addresses)
     assert pair.active.proc is not None
