@@ -774,11 +774,10 @@ class PlasmaOperations(pyfuse3.Operations):
         await self._release_locks(fh)
         handle = self._handles.pop(fh, None)
         self._opened_by.pop(fh, None)
-        if handle is not None:
-            self._forget_open(fh, handle.ino)
         self._wrote_elsewhere.discard(fh)
         self._uncached.discard(fh)
         if handle is not None:
+            self._forget_open(fh, handle.ino)
             writing, cached = handle.writing, handle.prefetched
             try:
                 await handle.release()
