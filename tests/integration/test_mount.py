@@ -89,6 +89,8 @@ def test_refusals_carry_the_right_errno(mount: Mount) -> None:
     assert _errno(os.mkfifo, root / "d") == errno.EEXIST
     assert _errno(os.rename, root / "d", root / "d" / "inside") == errno.EINVAL
     assert _errno(os.mkdir, root / ("n" * 256)) == errno.ENAMETOOLONG
+    # no unnamed files (pyfuse3 has no tmpfile handler): programs fall back to a name
+    assert _errno(os.open, root, os.O_TMPFILE | os.O_RDWR, 0o600) == errno.EOPNOTSUPP
 
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2)'s flags
