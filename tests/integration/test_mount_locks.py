@@ -170,6 +170,7 @@ for _ in range(int(sys.argv[2])):
 """
 
 
+@pytest.mark.slow  # a bounded concurrent load
 def test_sqlite_from_two_mounts(inline_cluster: DataCluster, tmp_path: Path) -> None:
     address = inline_cluster.namenode.address
     workers, each = 4, 40
@@ -223,6 +224,7 @@ def sqlite_worker(path: Path, each: int, name: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # a bounded concurrent load
 def test_sqlite_wal_from_processes_of_one_mount(
     inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
@@ -238,6 +240,7 @@ def test_sqlite_wal_from_processes_of_one_mount(
         assert counted(a.path / "t.db") == (workers * each, list(range(workers * each)))
 
 
+@pytest.mark.slow  # a bounded concurrent load
 def test_sqlite_wal_on_a_second_host_is_refused(
     inline_cluster: DataCluster, tmp_path: Path
 ) -> None:
