@@ -843,22 +843,17 @@ class PlasmaOperations(pyfuse3.Operations):
         """F_SETLK, F_SETLKW (and OFD locks): an unlock sends what was written first,
         a lock taken drops what this host cached of the file (NFS's rules: the next
         holder reads what the last one wrote)."""
-        if kind != fcntl.F_UNLCK and fh not in self._uncached:
-            await self.locks.refuse_mapping_between_hosts(inode, ctx.pid)
         change = self.locks.set(
             fh, inode, owner, kind, (start, end), pid, wait=sleep, request=request
         )
-        await self._lock_change(inode, kind == fcntl.F_UNLCK, change)
+        await self._lock_change(fh, inode, kind == fcntl.F_UNLCK, change, ctx.pid)
 
     async def flock(
         self, inode: int, fh: int, owner: int, op: int, request: int, ctx: pyfuse3.RequestContext
     ) -> None:
         """flock(2), with the same rules as setlk."""
-        unlocking = op & ~fcntl.LOCK_NB == fcntl.LOCK_UN
-        if not unlocking and fh not in self._uncached:
-            await self.locks.refuse_mapping_between_hosts(inode, ctx.pid)
         change = self.locks.flock(fh, inode, owner, op, ctx.pid, request)
-        await self._lock_change(inode, unlocking, change)
+        await self._lock_change(fh, inode, op & ~fcntl.LOCK_NB == fcntl.LOCK_UN, change, ctx.pid)
 
     async def _release_locks(self, fh: int) -> None:
         """The OFD and flock locks taken through open file `fh` end (its last close);
@@ -880,14 +875,19 @@ class PlasmaOperations(pyfuse3.Operations):
         """The process waiting in lock request `request` got a signal."""
         self.locks.interrupted(request)
 
-    async def _lock_change(self, inode: int, unlocking: bool, change: Awaitable[None]) -> None:
-        """`change` of a lock on `inode`, once the namenode has the inode (it may be
-        queued or in memory here), between what an unlock needs before it and what
-        a lock taken needs after it."""
+    async def _lock_change(
+        self, fh: int, inode: int, unlocking: bool, change: Awaitable[None], pid: int
+    ) -> None:
+        """`change` of a lock on `inode` through open file `fh` by process `pid`, once
+        the namenode has the inode (it may be queued or in memory here), between what
+        an unlock needs before it and what a lock taken needs after it (and before it:
+        no shared mapping of the file on two hosts)."""
         try:
             await self._settle(inode)
             if unlocking:
                 await self._before_unlock(inode)
+            elif fh not in self._uncached:
+                await self.locks.refuse_mapping_between_hosts(inode, pid)
         except BaseException:
             close_unstarted(change)
             raise

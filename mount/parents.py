@@ -11,6 +11,7 @@ there again, as its path does).
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterable
 
 import pyfuse3
@@ -75,5 +76,5 @@ def dot_entry(ino: int) -> pyfuse3.EntryAttributes:
     only (the kernel takes no attributes of them, and counts no lookup)."""
     e = pyfuse3.EntryAttributes()
     e.st_ino = ino
-    e.st_mode = 0o040755
+    e.st_mode = stat.S_IFDIR | 0o755
     return e

@@ -4,7 +4,8 @@ FUSE tells a mount nothing of mappings. A file mapped shared by processes on two
 hosts cannot be coherent (each host's page cache holds its own copy of the pages,
 written by plain stores, not by requests), and programs that share memory through a
 file coordinate with locks on it: SQLite's WAL index is the common case. The mount
-asks this when such a lock is taken (mount/operations.py `_mapped_on_two_hosts`).
+asks this when such a lock is taken (mount/file_locks.py
+`KernelLocks.refuse_mapping_between_hosts`).
 """
 
 from __future__ import annotations
