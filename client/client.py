@@ -330,27 +330,41 @@ class Client(ClientXattrs, ClientLocks):
         return await self._read(lambda r: r.summarize(path))
 
     async def walk(
-        self, path: str | int, *, page: int = 0, depth: int = 0
+        self,
+        path: str | int,
+        *,
+        page: int = 0,
+        depth: int = 0,
+        key_order: bool = False,
+        after: str = "",
     ) -> AsyncGenerator[TreeEntry, None]:
         """The subtree at `path` (or of directory inode number `path`) a page at a time:
         the root first (path ""), then every entry below it depth first by name, with
         attributes (`depth` N > 0: only those at most N levels below the root). Each
         page is one round trip and one snapshot; an entry present for the whole walk
         comes once. The next page is asked for as soon as a page arrives, while this
-        one is decoded."""
+        one is decoded.
+
+        `key_order`: in the order of an object store's keys, where each entry sorts by
+        its path with "/" after a directory's name ("a.txt" before the entries of
+        directory "a", "a0" after them). `after`: start after this path (in key
+        order: this key, "d/" for directory d; it need not exist), without the root."""
         reads = await self._reads()
-        asked: asyncio.Future[pb.WalkPage] | None = asyncio.ensure_future(
-            reads.walk_request(path, limit=page, depth=depth)
-        )
+
+        def ask(cursor: str) -> asyncio.Future[pb.WalkPage]:
+            return asyncio.ensure_future(
+                reads.walk_request(path, after=cursor, limit=page, depth=depth, key_order=key_order)
+            )
+
+        asked: asyncio.Future[pb.WalkPage] | None = ask(after)
         while asked is not None:
             raw = await asked
             asked = None
             if raw.more and raw.path:
-                asked = asyncio.ensure_future(
-                    reads.walk_request(
-                        path, after=raw.path[-1].decode("utf-8"), limit=page, depth=depth
-                    )
-                )
+                cursor = raw.path[-1].decode("utf-8")
+                if key_order and raw.kind[-1] == pb.KIND_DIRECTORY:
+                    cursor += "/"
+                asked = ask(cursor)
             try:
                 for entry in tree_entries(raw):
                     yield entry

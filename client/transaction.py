@@ -249,16 +249,24 @@ class CommittedReads(Reads):
         return tree_entries(page), page.more
 
     def walk_request(
-        self, path: str | int, *, after: str = "", limit: int = 0, depth: int = 0
+        self,
+        path: str | int,
+        *,
+        after: str = "",
+        limit: int = 0,
+        depth: int = 0,
+        key_order: bool = False,
     ) -> Awaitable[pb.WalkPage]:
-        """Ask for one page of a walk now (see walk_page); the awaitable answers it."""
+        """Ask for one page of a walk now (see walk_page); the awaitable answers it.
+        `key_order`: in the order of an object store's keys, `after` such a key (see
+        Client.walk)."""
         raw, directory = (b"", path) if isinstance(path, int) else (paths.encode(path), 0)
         _u64(dir=directory)
         _u32(limit=limit, depth=depth)
         request, future = self._new()
         q = request.walk
         q.path, q.dir, q.after, q.limit = raw, directory, after.encode("utf-8"), limit
-        q.depth = depth
+        q.depth, q.key_order = depth, key_order
         return self._walk_page(future)
 
     async def _walk_page(self, future: Pending) -> pb.WalkPage:

@@ -36,3 +36,13 @@ def check_walk_cursor(after: bytes) -> list[str]:
     if any(not name or len(name.encode("utf-8")) > paths.MAX_NAME_BYTES for name in names):
         raise InvalidArgumentError("walk cursor has an empty name or one longer than a name")
     return names
+
+
+def check_key_cursor(after: bytes) -> tuple[list[str], bool]:
+    """A key-order walk's cursor: a walk cursor that may end with "/" (a directory's
+    key); its names, and whether it did."""
+    directory = after.endswith(b"/")
+    names = check_walk_cursor(after[:-1] if directory else after)
+    if directory and not names:
+        raise InvalidArgumentError("walk cursor is a lone '/'")
+    return names, directory

@@ -34,7 +34,7 @@ from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode import directory_leases, lock_requests, xattr_requests
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cluster_status import ClusterStatus
-from plasmafs.namenode.cursor_checks import check_walk_cursor
+from plasmafs.namenode.cursor_checks import check_key_cursor, check_walk_cursor
 from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.local_callers import CallerRights
 from plasmafs.namenode.metrics import NamenodeMetrics
@@ -512,9 +512,15 @@ async def _walk(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> N
     _outside_transactions(t, "walk")
     q = r.walk
     limit = max(1, min(q.limit or WALK_PAGE_MAX, WALK_PAGE_MAX))
-    items, more = await s.subtrees.walk(
-        s.who, Place.directory(q.path, q.dir), check_walk_cursor(q.after), limit, q.depth
-    )
+    where = Place.directory(q.path, q.dir)
+    if q.key_order:
+        after, directory = check_key_cursor(q.after)
+        items, more = await s.subtrees.walk(
+            s.who, where, after, limit, q.depth, key_order=True, after_directory=directory
+        )
+    else:
+        after = check_walk_cursor(q.after)
+        items, more = await s.subtrees.walk(s.who, where, after, limit, q.depth)
     page = out.walk_page
     page.more = more
     page.path.extend([item.path.encode() for item in items])

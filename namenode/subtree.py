@@ -12,11 +12,18 @@ A walk's order is depth-first by name, each directory's entries right after it, 
 its cursor is the path of the last entry returned, so pages are stable under
 concurrent changes as directory pages are: an entry present for the whole walk is
 returned once, one created or removed meanwhile may or may not be.
+
+A walk in key order (the order of an object store's listing, which the S3 gateway
+serves) sorts each entry by its path with a "/" after a directory's name: so "a.txt"
+comes before the entries of directory "a", and "a0" after them. Entries are still
+fetched in name order; a directory waits (deferred) until the first name that sorts
+after its name and "/", and a cursor is such a key ("d/" for a directory itself).
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -68,6 +75,9 @@ class _Frame:
     after: str
     buffer: collections.deque[tuple[str, Listed]] = field(default_factory=collections.deque)
     complete: bool = False
+    # Key order: directories fetched and waiting for their place, each name a prefix
+    # of the next (the last is the next to come).
+    deferred: list[tuple[str, Listed]] = field(default_factory=list)
 
 
 class Subtrees:
@@ -116,11 +126,21 @@ class Subtrees:
         return totals
 
     async def walk(
-        self, who: Caller, where: Place, after: list[str], limit: int, depth: int = 0
+        self,
+        who: Caller,
+        where: Place,
+        after: list[str],
+        limit: int,
+        depth: int = 0,
+        *,
+        key_order: bool = False,
+        after_directory: bool = False,
     ) -> tuple[list[WalkItem], bool]:
         """Up to `limit` entries of the subtree at `where` following the entry at
         relative path `after` (names; empty: from the root itself), and whether more
-        may follow; `depth` N > 0: only entries at most N levels below the root."""
+        may follow; `depth` N > 0: only entries at most N levels below the root.
+        `key_order`: in the order of keys (see the module), `after` a key, which
+        `after_directory` ends with "/"; it need not exist."""
         resolved = await self.view.resolve_place(who, None, where, follow_last=True)
         await self.view.leases.admit_below(resolved.ino, self.view.committed_parent)
         root = Listed.of(resolved)
@@ -131,10 +151,14 @@ class Subtrees:
         if not enterable:
             return items, False
         async with self.tree.snapshot() as snap:
-            stack = await _resume(snap, who, root, after, depth)
+            if key_order:
+                stack = await _resume_by_key(snap, who, root, after, after_directory, depth)
+            else:
+                stack = await _resume(snap, who, root, after, depth)
             # The root rides along with its first page: a page of one entry would
             # leave no cursor after it.
-            more = await _Page(snap, who, stack, items, limit + len(items), depth).fill()
+            page = _Page(snap, who, stack, items, limit + len(items), depth, key_order)
+            more = await page.fill()
         return items, more
 
 
@@ -167,6 +191,45 @@ async def _resume(
     return stack
 
 
+async def _resume_by_key(
+    snap: TreeSnapshot,
+    who: Caller,
+    root: Listed,
+    after: list[str],
+    after_directory: bool,
+    depth: int,
+) -> list[_Frame]:
+    """The directories a key-order walk is in just after key `after` (names, with a
+    "/" after the last one if `after_directory`): at each level the names that sort
+    after the key's name and "/" (or the name itself, at the last level), the
+    directories waiting among the name's prefixes, and the named directory entered
+    where the key goes on below it."""
+    stack = [_Frame(root.ino, "", "")]
+    for level, name in enumerate(after):
+        frame = stack[-1]
+        within = level + 1 < len(after) or after_directory
+        # A directory named by a prefix of `name` whose next character sorts before
+        # "/" has its place after `name`: it is still to come.
+        prefixes = [name[:end] for end in range(1, len(name)) if name[end] < "/"]
+        found = await snap.entries_named(frame.ino, [*prefixes, name])
+        frame.deferred = [
+            (prefix, found[prefix])
+            for prefix in prefixes
+            if prefix in found and found[prefix].kind == _DIRECTORY
+        ]
+        here = found.get(name)
+        if not within:
+            frame.after = name
+            if here is not None and here.kind == _DIRECTORY:
+                frame.deferred.append((name, here))
+            break
+        frame.after = name + "/"
+        if here is None or not _enterable(who, here) or (depth and len(stack) >= depth):
+            break
+        stack.append(_Frame(here.ino, _join(frame.path, name), ""))
+    return stack
+
+
 class _Page:
     """One page of a walk: depth first from `stack`, with the entries of directories
     the walk will reach soon fetched along with the one it needs now."""
@@ -179,8 +242,10 @@ class _Page:
         items: list[WalkItem],
         limit: int,
         depth: int,
+        key_order: bool = False,
     ) -> None:
         self.snap = snap
+        self.key_order = key_order
         self.who = who
         self.stack = stack
         self.items = items
@@ -198,6 +263,11 @@ class _Page:
             top = stack[-1]
             if not top.buffer and not top.complete:
                 await self._fetch()
+            if top.deferred and (not top.buffer or top.deferred[-1][0] + "/" < top.buffer[0][0]):
+                if len(items) >= self.limit:
+                    return True
+                self._add(*top.deferred.pop())
+                continue
             if not top.buffer:
                 stack.pop()
                 continue
@@ -205,12 +275,21 @@ class _Page:
                 return True
             name, inode = top.buffer.popleft()
             top.after = name
-            path = _join(top.path, name)
-            may_enter = _enterable(self.who, inode)
-            items.append(WalkItem(path, inode, inode.kind == _DIRECTORY and not may_enter))
-            if may_enter and (not self.depth or len(stack) < self.depth):
-                stack.append(self._frame(inode.ino, path))
+            if self.key_order and inode.kind == _DIRECTORY:
+                top.deferred.append((name, inode))
+                continue
+            self._add(name, inode)
         return False
+
+    def _add(self, name: str, inode: Listed) -> None:
+        """Return the entry `name` of the top directory, and enter it if it is one the
+        walk goes into."""
+        stack = self.stack
+        path = _join(stack[-1].path, name)
+        may_enter = _enterable(self.who, inode)
+        self.items.append(WalkItem(path, inode, inode.kind == _DIRECTORY and not may_enter))
+        if may_enter and (not self.depth or len(stack) < self.depth):
+            stack.append(self._frame(inode.ino, path))
 
     def _frame(self, ino: int, path: str) -> _Frame:
         frame = _Frame(ino, path, "")
@@ -228,7 +307,8 @@ class _Page:
             for level in range(len(self.stack) - 1, -1, -1):
                 if self.depth and level + 1 >= self.depth:
                     continue  # its directories are not entered
-                for _, inode in self.stack[level].buffer:
+                frame = self.stack[level]
+                for _, inode in itertools.chain(reversed(frame.deferred), frame.buffer):
                     if len(targets) >= PREFETCH_DIRECTORIES:
                         break
                     if inode.ino not in self.ahead and _enterable(self.who, inode):

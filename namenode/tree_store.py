@@ -88,6 +88,16 @@ class TreeSnapshot:
         )
         return None if row is None else Listed._make(row)
 
+    async def entries_named(self, parent: int, names: list[str]) -> dict[str, Listed]:
+        """The inodes of those of `names` that directory `parent` holds, by name."""
+        rows = await self._conn.fetch(
+            f"""SELECT e.name, {_LISTED} FROM entries e JOIN inodes i ON i.ino = e.ino
+                WHERE e.parent = $1 AND e.name = ANY($2::text[])""",
+            parent,
+            names,
+        )
+        return {r[0]: Listed._make(r[1:]) for r in rows}
+
     async def children(self, directories: list[tuple[int, str]], limit: int) -> list[Child]:
         """Up to `limit` entries of the directories given as (inode, name to continue
         after), ordered by the directory's position in `directories`, then by name. Every

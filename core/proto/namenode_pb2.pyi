@@ -382,18 +382,20 @@ class Summarize(_message.Message):
     def __init__(self, path: _Optional[bytes] = ...) -> None: ...
 
 class Walk(_message.Message):
-    __slots__ = ("path", "after", "limit", "depth", "dir")
+    __slots__ = ("path", "after", "limit", "depth", "dir", "key_order")
     PATH_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
+    KEY_ORDER_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     after: bytes
     limit: int
     depth: int
     dir: int
-    def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., depth: _Optional[int] = ..., dir: _Optional[int] = ...) -> None: ...
+    key_order: bool
+    def __init__(self, path: _Optional[bytes] = ..., after: _Optional[bytes] = ..., limit: _Optional[int] = ..., depth: _Optional[int] = ..., dir: _Optional[int] = ..., key_order: _Optional[bool] = ...) -> None: ...
 
 class ReportCorrupt(_message.Message):
     __slots__ = ("datanode_id", "block_start", "block_count", "reason")

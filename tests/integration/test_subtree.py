@@ -188,3 +188,65 @@ async def test_a_walk_to_a_depth_stops_there(fs: Client) -> None:
         assert walked == ["", *expected], (depth, page)
     listing = [e async for e in fs.walk("/w/b", depth=1)]
     assert [e.name for e in listing[1:]] == [f"f{k:02}" for k in range(12)]
+
+
+# Names that sort around "/" (0x2f): "-" and "." before it, "0" and "~" after it, and
+# directories whose names are prefixes of other names.
+_KEY_TREE_DIRECTORIES = (
+    "a", "a.d", "a.d/x", "a.d/x-y", "a-b", "b", "b/c", "b/c/d", "e", "é",
+)  # fmt: skip
+_KEY_TREE_FILES = (
+    "a/1", "a.d/x/f", "a.d/x-y/g", "a.d-1", "a.e", "a0", "a-b/z", "a!", "b/c.txt",
+    "b/c/d/leaf", "b/c0", "b.txt", "top", "é/ü", "~",
+)  # fmt: skip
+
+
+async def _build_key_tree(fs: Client, root: str) -> list[str]:
+    """A tree whose key order differs from its name order at every level; its keys
+    (a directory's ends with "/") in the order an object store lists them."""
+    await fs.mkdir(root)
+    for d in _KEY_TREE_DIRECTORIES:
+        await fs.mkdir(f"{root}/{d}")
+    for f in _KEY_TREE_FILES:
+        await fs.write_file(f"{root}/{f}", f.encode())
+    keys = [f"{d}/" for d in _KEY_TREE_DIRECTORIES] + list(_KEY_TREE_FILES)
+    return sorted(keys, key=lambda k: k.encode("utf-8"))
+
+
+def _key(entry: TreeEntry) -> str:
+    return entry.path + "/" if entry.attr.is_dir else entry.path
+
+
+async def test_a_walk_in_key_order_sorts_as_an_object_store_lists(fs: Client) -> None:
+    expected = await _build_key_tree(fs, "/k")
+    assert [e.path async for e in fs.walk("/k")] != ["", *(k.rstrip("/") for k in expected)]
+    for page in (0, 1, 2, 3, 7):
+        walked = [e async for e in fs.walk("/k", page=page, key_order=True)]
+        assert walked[0].path == ""
+        assert [_key(e) for e in walked[1:]] == expected, page
+
+
+async def test_a_key_order_walk_resumes_after_any_key(fs: Client) -> None:
+    """After every key, after strings between keys, and after keys that do not exist,
+    the walk goes on with exactly the keys that sort after it."""
+    expected = await _build_key_tree(fs, "/k")
+    cursors = set(expected)
+    for k in expected:
+        stem = k.rstrip("/")
+        cursors |= {stem, stem + "-", stem + ".", stem + "0", stem + "/zz", stem + "!"}
+    cursors |= {"a.c", "b/c/d/", "b/c/d/leaf", "b/bb/", "nothing/here", "zzz", "\U0010ffff"}
+    for cursor in sorted(cursors):
+        for page in (0, 2):
+            walked = [_key(e) async for e in fs.walk("/k", page=page, key_order=True, after=cursor)]
+            later = [k for k in expected if k.encode("utf-8") > cursor.encode("utf-8")]
+            assert walked == later, (cursor, page)
+
+
+async def test_a_key_order_walk_one_level_deep_is_a_delimited_listing(fs: Client) -> None:
+    expected = await _build_key_tree(fs, "/k")
+    top = [k for k in expected if "/" not in k.rstrip("/")]
+    walked = [_key(e) async for e in fs.walk("/k", depth=1, key_order=True)]
+    assert walked[1:] == top
+    for cursor in ("a", "a/", "a.d/", "a-b/", "b.txt"):
+        walked = [_key(e) async for e in fs.walk("/k", depth=1, key_order=True, after=cursor)]
+        assert walked == [k for k in top if k > cursor], cursor
