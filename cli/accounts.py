@@ -148,7 +148,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 async def cmd_user(fs: Client, args: argparse.Namespace) -> None:
-    """`pfs admin user add|set|del|list|token|revoke`."""
+    """`pfs admin user add|set|del|list|token|revoke|s3-key|s3-keys|s3-revoke`."""
     service = await accounts(fs)
     action = args.user_command
     if action == "add":
@@ -163,6 +163,8 @@ async def cmd_user(fs: Client, args: argparse.Namespace) -> None:
         print(f"removed user {args.name}")
     elif action == "list":
         await _list_users(service, args.credentials)
+    elif action in ("s3-key", "s3-keys", "s3-revoke"):
+        await _s3_keys(fs, args)
     elif action == "token":
         path = _new_token_file(args.new_token_file)
         credential, token = await service.issue_credential(args.name, args.label, _expires(args))
@@ -178,6 +180,26 @@ async def cmd_user(fs: Client, args: argparse.Namespace) -> None:
             print(f"{args.name} has no live credential")
         else:
             print(f"revoked credential(s) {ids}; {revoked.sessions_cut} connection(s) cut")
+
+
+async def _s3_keys(fs: Client, args: argparse.Namespace) -> None:
+    """`pfs admin user s3-key NAME`, `s3-keys [NAME]`, `s3-revoke ACCESS_KEY_ID`."""
+    service = await fs.s3_keys()
+    action = args.user_command
+    if action == "s3-key":
+        key, secret = await service.create(args.name)
+        print(f"access_key_id: {key.access_key_id}")
+        print(f"secret_access_key: {secret}")
+    elif action == "s3-keys":
+        keys = await service.list(args.name)
+        rows = [["ACCESS KEY ID", "USER", "CREATED", "REVOKED"]]
+        rows += [
+            [k.access_key_id, k.user, _when(k.created, "-"), _when(k.revoked, "-")] for k in keys
+        ]
+        print(table(rows))
+    else:
+        key = await service.revoke(args.access_key_id)
+        print(f"revoked S3 key {key.access_key_id} of {key.user}")
 
 
 async def _add_user(service: Accounts, args: argparse.Namespace) -> None:

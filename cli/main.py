@@ -352,6 +352,14 @@ def _account_parsers(actions: Any) -> None:
     q = verbs.add_parser("revoke", help="revoke a user's credentials, or one by its id")
     q.add_argument("name", nargs="?", metavar="NAME", help="every credential of this user")
     q.add_argument("--credential", metavar="ID", help="this credential only")
+    q = verbs.add_parser(
+        "s3-key", help="a new S3 access key pair of a user (for the S3 gateway), printed once"
+    )
+    q.add_argument("name", metavar="NAME")
+    q = verbs.add_parser("s3-keys", help="the S3 access keys of a user, or of everyone")
+    q.add_argument("name", nargs="?", default="", metavar="NAME")
+    q = verbs.add_parser("s3-revoke", help="revoke an S3 access key")
+    q.add_argument("access_key_id", metavar="ACCESS_KEY_ID")
     group = actions.add_parser("group", help="groups of users (a superuser's)")
     verbs = group.add_subparsers(
         dest="group_command", required=True, metavar="ACTION", parser_class=CommandParser

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from plasmafs.client.editing import FileEditor
     from plasmafs.client.file_reader import FileReader
     from plasmafs.client.file_writer import FileWriter
+    from plasmafs.client.s3_keys import S3Keys
     from plasmafs.core.tls import ChannelTLS
 
 T = TypeVar("T")
@@ -557,6 +558,12 @@ class Client(ClientXattrs, ClientLocks):
         from plasmafs.client.accounts import Accounts
 
         return Accounts(await self.connection())
+
+    async def s3_keys(self) -> S3Keys:
+        """The namenode's S3 access keys (see plasmafs.client.s3_keys)."""
+        from plasmafs.client.s3_keys import S3Keys
+
+        return S3Keys(await self.connection())
 
     async def _admin(self) -> Admin:
         from plasmafs.client.admin import Admin

@@ -6,6 +6,7 @@ have no access to them, as ssh treats private keys.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -62,3 +63,10 @@ def read_private(path: Path, what: str) -> bytes:
     if len(data) > MAX_SECRET_FILE:
         raise ConfigError(f"{what} {path} is larger than {MAX_SECRET_FILE} bytes")
     return data
+
+
+def ensure_random_key(path: Path, size: int = 32) -> Path:
+    """`path`, holding `size` random bytes written now (mode 0600) unless it exists."""
+    with contextlib.suppress(FileExistsError):
+        write_private(path, os.urandom(size), replace=False)
+    return path

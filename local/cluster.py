@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from plasmafs.client.config import write_client_config
 from plasmafs.core.errors import ConfigError, InvalidArgumentError, StorageError
+from plasmafs.core.secret_files import ensure_random_key
 from plasmafs.core.value_checks import DEFAULT_LOCATION, check_location
 from plasmafs.local.pki import create_authority, issue_certificate, load_authority
 from plasmafs.local.postgres import (
@@ -478,6 +479,7 @@ def _namenode_env(home: Path, blocksize: int) -> dict[str, str]:
     """The settings every namenode of the local cluster runs with."""
     return {
         "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
+        "PFS_NAMENODE_S3_SECRET_FILE": str(ensure_random_key(home / "s3-secret.key")),
         **daemon_tls_env(home, "namenode", "namenode"),
     }
 

@@ -109,6 +109,17 @@ class Principals:
                 return user.uid
         raise NotFoundError(f"no user named {name}")
 
+    def user(self, uid: int) -> UserRow:
+        """The user `uid`; NotFoundError if there is none."""
+        user = self._users.get(uid)
+        if user is None:
+            raise NotFoundError(f"no user with uid {uid}")
+        return user
+
+    def groups_of(self, uid: int) -> frozenset[int]:
+        """The supplementary groups of user `uid`."""
+        return frozenset(self._member_of.get(uid, ()))
+
     def gid_of(self, name: str) -> int:
         """The gid of the group `name`."""
         for group in self._groups.values():

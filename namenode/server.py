@@ -33,6 +33,9 @@ from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.migrator import migrate_database
 from plasmafs.namenode.principals import Principals
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
+from plasmafs.namenode.s3_key_sealing import Sealer
+from plasmafs.namenode.s3_key_store import S3KeyStore
+from plasmafs.namenode.s3_keys_servicer import S3KeysServicer
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.standby import StandbyPorts
@@ -100,6 +103,9 @@ async def start_namenode(
     pb_grpc.add_AdminServicer_to_server(admin, server)
     accounts = accounts_servicer(AccountStore(store), principals, gate, servicer.cut_sessions)
     pb_grpc.add_AccountsServicer_to_server(accounts, server)
+    sealer = None if settings.s3_secret_file is None else Sealer.from_file(settings.s3_secret_file)
+    s3_keys = S3KeysServicer(S3KeyStore(store), sealer, principals, gate)
+    pb_grpc.add_S3KeysServicer_to_server(s3_keys, server)
     # One server, two ports: clients on `listen`; datanodes on `registry_listen`, which
     # requires their certificates (the registry refuses calls that came without one).
     port = add_port(server, listen, server_tls)

@@ -128,6 +128,11 @@ class NamenodeSettings(DaemonSettings):
         "release it before the lease is taken away",
     )
     grace_seconds: float = Field(default=5.0, ge=0)
+    s3_secret_file: Path | None = Field(
+        default=None,
+        description="32 random bytes (mode 0600, the same on every namenode) sealing the "
+        "secrets of S3 access keys in the database; without it no S3 key can be made or used",
+    )
     log_level: str = Field(default="INFO")
 
     @field_validator("cache_size", "balance_bandwidth", mode="before")

@@ -330,6 +330,19 @@ CREATE TABLE public.released_extents (
 );
 
 --
+-- Name: s3_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.s3_keys (
+    access_key_id text NOT NULL COLLATE pg_catalog."C",
+    uid bigint NOT NULL,
+    secret_sealed bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT s3_keys_access_key_id_check CHECK ((access_key_id ~ '^PFS[A-Z2-7]{17}$'::text))
+);
+
+--
 -- Name: schema_migrations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -456,6 +469,13 @@ ALTER TABLE ONLY public.released_extents
     ADD CONSTRAINT released_extents_pkey PRIMARY KEY (datanode_id, block_start);
 
 --
+-- Name: s3_keys s3_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.s3_keys
+    ADD CONSTRAINT s3_keys_pkey PRIMARY KEY (access_key_id);
+
+--
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -499,6 +519,12 @@ CREATE INDEX extents_datanode_idx ON public.extents USING btree (datanode_id, bl
 --
 
 CREATE INDEX group_members_uid_idx ON public.group_members USING btree (uid);
+
+--
+-- Name: s3_keys_uid_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX s3_keys_uid_idx ON public.s3_keys USING btree (uid);
 
 --
 -- Name: users_gid_idx; Type: INDEX; Schema: public; Owner: -
@@ -568,6 +594,13 @@ ALTER TABLE ONLY public.group_members
 
 ALTER TABLE ONLY public.released_extents
     ADD CONSTRAINT released_extents_datanode_fkey FOREIGN KEY (datanode_id) REFERENCES public.datanodes(datanode_id);
+
+--
+-- Name: s3_keys s3_keys_uid_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.s3_keys
+    ADD CONSTRAINT s3_keys_uid_fkey FOREIGN KEY (uid) REFERENCES public.users(uid) ON DELETE CASCADE;
 
 --
 -- Name: users users_gid_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -1441,3 +1441,75 @@ class ListPrincipalsReply(_message.Message):
 class AccountsEmpty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class S3KeyInfo(_message.Message):
+    __slots__ = ("access_key_id", "user", "uid", "created_unix_ms", "revoked_unix_ms")
+    ACCESS_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    access_key_id: str
+    user: str
+    uid: int
+    created_unix_ms: int
+    revoked_unix_ms: int
+    def __init__(self, access_key_id: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., created_unix_ms: _Optional[int] = ..., revoked_unix_ms: _Optional[int] = ...) -> None: ...
+
+class CreateS3KeyRequest(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    def __init__(self, user: _Optional[str] = ...) -> None: ...
+
+class CreateS3KeyReply(_message.Message):
+    __slots__ = ("key", "secret_access_key")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SECRET_ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    key: S3KeyInfo
+    secret_access_key: str
+    def __init__(self, key: _Optional[_Union[S3KeyInfo, _Mapping]] = ..., secret_access_key: _Optional[str] = ...) -> None: ...
+
+class ListS3KeysRequest(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    def __init__(self, user: _Optional[str] = ...) -> None: ...
+
+class ListS3KeysReply(_message.Message):
+    __slots__ = ("keys",)
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[S3KeyInfo]
+    def __init__(self, keys: _Optional[_Iterable[_Union[S3KeyInfo, _Mapping]]] = ...) -> None: ...
+
+class RevokeS3KeyRequest(_message.Message):
+    __slots__ = ("access_key_id",)
+    ACCESS_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    access_key_id: str
+    def __init__(self, access_key_id: _Optional[str] = ...) -> None: ...
+
+class S3SigningKeyRequest(_message.Message):
+    __slots__ = ("access_key_id", "date", "region", "service")
+    ACCESS_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    DATE_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    access_key_id: str
+    date: str
+    region: str
+    service: str
+    def __init__(self, access_key_id: _Optional[str] = ..., date: _Optional[str] = ..., region: _Optional[str] = ..., service: _Optional[str] = ...) -> None: ...
+
+class S3SigningKeyReply(_message.Message):
+    __slots__ = ("signing_key", "user", "uid", "gid", "groups")
+    SIGNING_KEY_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    signing_key: bytes
+    user: str
+    uid: int
+    gid: int
+    groups: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, signing_key: _Optional[bytes] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -946,6 +946,207 @@ class Accounts:
             _registered_method=True)
 
 
+class S3KeysStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateS3Key = channel.unary_unary(
+                '/plasmafs.namenode.v1.S3Keys/CreateS3Key',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.CreateS3KeyRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.CreateS3KeyReply.FromString,
+                _registered_method=True)
+        self.ListS3Keys = channel.unary_unary(
+                '/plasmafs.namenode.v1.S3Keys/ListS3Keys',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.ListS3KeysRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.ListS3KeysReply.FromString,
+                _registered_method=True)
+        self.RevokeS3Key = channel.unary_unary(
+                '/plasmafs.namenode.v1.S3Keys/RevokeS3Key',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.RevokeS3KeyRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3KeyInfo.FromString,
+                _registered_method=True)
+        self.S3SigningKey = channel.unary_unary(
+                '/plasmafs.namenode.v1.S3Keys/S3SigningKey',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3SigningKeyRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3SigningKeyReply.FromString,
+                _registered_method=True)
+
+
+class S3KeysServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def CreateS3Key(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListS3Keys(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeS3Key(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def S3SigningKey(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_S3KeysServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateS3Key': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateS3Key,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.CreateS3KeyRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.CreateS3KeyReply.SerializeToString,
+            ),
+            'ListS3Keys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListS3Keys,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.ListS3KeysRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.ListS3KeysReply.SerializeToString,
+            ),
+            'RevokeS3Key': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeS3Key,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.RevokeS3KeyRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3KeyInfo.SerializeToString,
+            ),
+            'S3SigningKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.S3SigningKey,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3SigningKeyRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3SigningKeyReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'plasmafs.namenode.v1.S3Keys', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('plasmafs.namenode.v1.S3Keys', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class S3Keys:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def CreateS3Key(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.S3Keys/CreateS3Key',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.CreateS3KeyRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.CreateS3KeyReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListS3Keys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.S3Keys/ListS3Keys',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.ListS3KeysRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.ListS3KeysReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeS3Key(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.S3Keys/RevokeS3Key',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.RevokeS3KeyRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3KeyInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def S3SigningKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.S3Keys/S3SigningKey',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3SigningKeyRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.S3SigningKeyReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class NamenodeStub:
     """Missing associated documentation comment in .proto file."""
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import grpc
 
+from plasmafs.core.secret_files import ensure_random_key
 from plasmafs.core.tls import ChannelTLS
 from plasmafs.local.cluster import (
     cluster_ca,
@@ -149,6 +150,10 @@ class NamenodeProcess:
             "--registry-listen", self.registry_address or "127.0.0.1:0",
         ]  # fmt: skip
         security = tls_env("namenode", "namenode") if self.tls else INSECURE["namenode"]
+        if self.tls:
+            assert _pki_home is not None
+            sealing = ensure_random_key(_pki_home / "s3-secret.key")
+            security["PFS_NAMENODE_S3_SECRET_FILE"] = str(sealing)
         env = {**security, **(self.env or {})}
         self.proc, addresses = start_daemon("namenode", self.workdir, args, timeout, env)
         self.address, self.registry_address = addresses
