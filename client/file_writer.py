@@ -12,7 +12,7 @@ datanode: its content goes to the namenode with the size and the commit, in one 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 
 from plasmafs.client.datapath import DataChannels, write_range
@@ -316,8 +316,9 @@ class FileWriter(FileObject):
         t = await self._new_txn()
         self.attr = await t.getattr(self.attr.ino)
 
-    async def close(self) -> Attr:
-        """Write what is buffered, wait for every replica, set the size, commit."""
+    async def close(self, *, xattrs: Mapping[bytes, bytes] | None = None) -> Attr:
+        """Write what is buffered, wait for every replica, set the size, commit;
+        `xattrs`: extended attributes set in the same commit."""
         if self.closed:
             assert self.attr is not None
             return self.attr
@@ -340,10 +341,11 @@ class FileWriter(FileObject):
                 await self._drain()
             # New content, new modification time, unless the writer set one (cp -p).
             # Sent together with the content and the commit: one round trip.
+            attributes = [t.setxattr(self.attr.ino, n, v) for n, v in (xattrs or {}).items()]
             attr = t.setattr(self.attr.ino, size=self._written, mtime_now=not self._times_set)
             committed = t.commit(unless_failed=True)
             opening, self._opening = self._opening, None
-            sent = [x for x in (opening, inlined) if x is not None]
+            sent = [x for x in (opening, inlined, *attributes) if x is not None]
             self.attr = (await answers(*sent, attr, committed))[-2]
         except BaseException:
             await self._fail()

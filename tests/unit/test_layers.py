@@ -21,8 +21,9 @@ MAY_IMPORT = {
     "datanode": {"core"},
     "mount": {"core", "client"},
     "local": {"core", "client"},
+    "gateway": {"core", "client"},
     "sql": set(),
-    "cli": {"core", "client", "fsspec", "local", "mount", "namenode", "datanode", "sql"},
+    "cli": {"core", "client", "fsspec", "gateway", "local", "mount", "namenode", "datanode", "sql"},
 }
 
 LIBRARY_PARTS = [

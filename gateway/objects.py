@@ -1,0 +1,360 @@
+"""Object operations: PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects.
+
+A PUT streams the body to every replica through the library's file writer, checking
+it as it goes (payload_checks.py), and commits the content with its S3 attributes
+(object_meta.py) only once every check passed: a failed or interrupted upload leaves
+the previous object, or none, never a part. A GET streams from the datanodes with
+the library's reader, one piece at a time, so memory stays bounded whatever the size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
+from plasmafs.core import errors as pfs
+from plasmafs.core.attributes import Attr
+from plasmafs.gateway.aws_chunked import STREAMING, ChunkedBody
+from plasmafs.gateway.conditions import NotModified, byte_range, check_conditions
+from plasmafs.gateway.object_keys import bucket_path, key_parts, object_path
+from plasmafs.gateway.object_meta import (
+    MAX_USER_METADATA,
+    STORED_HEADERS,
+    XATTR,
+    ObjectMeta,
+)
+from plasmafs.gateway.payload_checks import PayloadChecks
+from plasmafs.gateway.s3_errors import S3Error, from_plasma, invalid_request, no_such_key
+from plasmafs.gateway.sigv4 import UNSIGNED
+from plasmafs.gateway.xml_replies import element, http_time, result
+
+if TYPE_CHECKING:
+    from plasmafs.gateway.requests import S3Request
+
+READ_PIECE = 1024 * 1024
+NO_COMMIT_STEPS = 1 << 62
+PARENT_ATTEMPTS = 3  # an object becomes visible whole, at the end
+MAX_DELETE_BODY = 2 * 1024 * 1024
+MAX_DELETE_KEYS = 1000
+EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
+_RESPONSE_OVERRIDES = {
+    "response-content-type": "Content-Type",
+    "response-content-language": "Content-Language",
+    "response-expires": "Expires",
+    "response-cache-control": "Cache-Control",
+    "response-content-disposition": "Content-Disposition",
+    "response-content-encoding": "Content-Encoding",
+}
+
+
+def path_conflict(key: str) -> S3Error:
+    """409: a key needs a directory where an object is, or the reverse."""
+    return S3Error(
+        "PathConflict",
+        409,
+        "this key and another one need the same name as a file and as a directory "
+        "(a key 'a' and a key 'a/b' cannot both exist)",
+        Key=key,
+    )
+
+
+async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse:
+    """PutObject."""
+    fs, request = s3.gateway.fs, s3.request
+    if "x-amz-copy-source" in request.headers:
+        raise S3Error(
+            "NotImplemented", 501, "CopyObject is not implemented by the plasmafs gateway yet"
+        )
+    path = object_path(s3.gateway.root, bucket, key)
+    await s3.bucket_exists(bucket)
+    if key.endswith("/"):
+        return await _put_directory(s3, bucket, key, path)
+    meta = ObjectMeta(headers=_stored_headers(request), user=_user_metadata(request))
+    declared = _declared_length(request, s3.signature.payload_hash)
+    checks = PayloadChecks(request.headers, _payload_sha256(s3.signature.payload_hash))
+    writer = await _open_writer(fs, s3.gateway.root, bucket, key, path, declared)
+    try:
+        body = _body(s3)
+        async for piece in body:
+            checks.update(piece)
+            await writer.write(piece)
+        if declared is not None and checks.size != declared:
+            raise S3Error(
+                "IncompleteBody", 400, "You did not provide the number of bytes specified"
+            )
+        trailers = body.trailers if isinstance(body, _Chunked) else None
+        meta.checksum = checks.finish(trailers)
+        meta.etag = checks.md5.hexdigest()
+        assert writer.attr is not None
+        meta.version = writer.attr.version
+        await writer.close(xattrs={XATTR: meta.to_bytes()})
+    except BaseException:
+        await writer.abort()
+        raise
+    headers = {"ETag": f'"{meta.etag}"'}
+    if meta.checksum is not None:
+        headers[f"x-amz-checksum-{meta.checksum[0]}"] = meta.checksum[1]
+    return web.Response(status=200, headers=headers)
+
+
+async def _open_writer(
+    fs: object, root: str, bucket: str, key: str, path: str, size: int | None
+) -> FileWriter:
+    from plasmafs.client import Client
+
+    assert isinstance(fs, Client)
+    parts = key_parts(key)
+    parent = "/".join([bucket_path(root, bucket), *parts[:-1]])
+    for attempt in range(PARENT_ATTEMPTS):
+        if len(parts) > 1:
+            try:
+                await fs.mkdir(parent, parents=True)
+            except (pfs.NotDirectoryError, pfs.ExistsError):
+                raise path_conflict(key) from None
+        try:
+            writer = await fs.open(path, "wb", size_hint=size, commit_every=NO_COMMIT_STEPS)
+        except (pfs.IsDirectoryError, pfs.NotDirectoryError):
+            raise path_conflict(key) from None
+        except pfs.NotFoundError:
+            # The parent went away meanwhile (a delete emptied the prefix): again.
+            if attempt + 1 == PARENT_ATTEMPTS or len(parts) == 1:
+                raise
+            continue
+        assert isinstance(writer, FileWriter)
+        return writer
+    raise AssertionError("unreachable")
+
+
+async def _put_directory(s3: S3Request, bucket: str, key: str, path: str) -> web.Response:
+    body = s3.request.content
+    if await body.read(1):
+        raise invalid_request("an object whose key ends with '/' is a directory: it has no content")
+    try:
+        await s3.gateway.fs.mkdir(path, parents=True)
+    except (pfs.NotDirectoryError, pfs.ExistsError):
+        raise path_conflict(key) from None
+    return web.Response(status=200, headers={"ETag": f'"{EMPTY_MD5}"'})
+
+
+class _Chunked:
+    """An aws-chunked body's data, with its trailers once read."""
+
+    def __init__(self, body: ChunkedBody) -> None:
+        self._body = body
+        self.trailers: dict[str, str] = body.trailers
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._body.chunks()
+
+
+def _body(s3: S3Request) -> _Chunked | AsyncIterator[bytes]:
+    if s3.signature.payload_hash in STREAMING:
+        return _Chunked(ChunkedBody(s3.request.content, s3.signature, s3.signing_key))
+    return s3.request.content.iter_chunked(READ_PIECE)
+
+
+def _payload_sha256(payload_hash: str) -> str | None:
+    if payload_hash == UNSIGNED or payload_hash.startswith("STREAMING-"):
+        return None
+    if len(payload_hash) != 64 or any(c not in "0123456789abcdef" for c in payload_hash):
+        raise S3Error(
+            "InvalidArgument", 400, "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, a "
+            "STREAMING- mode or a SHA-256 in hex"
+        )  # fmt: skip
+    return payload_hash
+
+
+def _declared_length(request: web.Request, payload_hash: str) -> int | None:
+    if payload_hash in STREAMING:
+        decoded = request.headers.get("x-amz-decoded-content-length")
+        if decoded is None:
+            return None
+        try:
+            return int(decoded)
+        except ValueError:
+            raise invalid_request("x-amz-decoded-content-length is not a number") from None
+    if payload_hash.startswith("STREAMING-"):
+        raise S3Error("NotImplemented", 501, f"{payload_hash} is not implemented")
+    if request.content_length is None and "chunked" not in request.headers.get(
+        "Transfer-Encoding", ""
+    ):
+        raise S3Error(
+            "MissingContentLength", 411, "You must provide the Content-Length HTTP header."
+        )
+    return request.content_length
+
+
+def _stored_headers(request: web.Request) -> dict[str, str]:
+    return {h: request.headers[h] for h in STORED_HEADERS if h in request.headers}
+
+
+def _user_metadata(request: web.Request) -> dict[str, str]:
+    found = {
+        name.lower().removeprefix("x-amz-meta-"): value
+        for name, value in request.headers.items()
+        if name.lower().startswith("x-amz-meta-")
+    }
+    if sum(len(k) + len(v) for k, v in found.items()) > MAX_USER_METADATA:
+        raise S3Error(
+            "MetadataTooLarge",
+            400,
+            "Your metadata headers exceed the maximum allowed metadata size.",
+        )
+    return found
+
+
+async def _meta(fs: object, attr: Attr) -> ObjectMeta:
+    from plasmafs.client import Client
+
+    assert isinstance(fs, Client)
+    try:
+        return ObjectMeta.from_bytes(await fs.getxattr(attr.ino, XATTR))
+    except (pfs.NoDataError, pfs.PermissionError, pfs.NotFoundError):
+        return ObjectMeta()
+
+
+def _headers(attr: Attr, meta: ObjectMeta, s3: S3Request) -> dict[str, str]:
+    headers = {
+        "ETag": meta.etag_of(attr),
+        "Last-Modified": http_time(attr.mtime_ns),
+        "Accept-Ranges": "bytes",
+        "Content-Type": "binary/octet-stream",
+    }
+    if meta.current(attr):
+        headers.update(meta.headers)
+        headers.update({f"x-amz-meta-{k}": v for k, v in meta.user.items()})
+    query = s3.request.query
+    for parameter, header in _RESPONSE_OVERRIDES.items():
+        if parameter in query:
+            headers[header] = query[parameter]
+    return headers
+
+
+async def get_object(s3: S3Request, bucket: str, key: str, *, head: bool) -> web.StreamResponse:
+    """GetObject and HeadObject (with Range and conditions)."""
+    fs = s3.gateway.fs
+    path = object_path(s3.gateway.root, bucket, key)
+    if key.endswith("/"):
+        return await _get_directory(s3, bucket, key, path)
+    try:
+        reader = await fs.open(path, "rb")
+    except pfs.NotFoundError:
+        await s3.bucket_exists(bucket)
+        raise no_such_key(key) from None
+    except (pfs.IsDirectoryError, pfs.NotDirectoryError, pfs.InvalidArgumentError):
+        raise no_such_key(key) from None
+    assert isinstance(reader, FileReader) and reader.attr is not None
+    async with reader:
+        attr = reader.attr
+        meta = await _meta(fs, attr)
+        headers = _headers(attr, meta, s3)
+        try:
+            check_conditions(s3.request.headers, headers["ETag"], attr.mtime_ns, read=True)
+        except NotModified:
+            return web.Response(
+                status=304, headers={k: headers[k] for k in ("ETag", "Last-Modified")}
+            )
+        wanted = byte_range(s3.request.headers.get("Range"), attr.size)
+        first, end = wanted if wanted is not None else (0, attr.size)
+        status = 206 if wanted is not None else 200
+        if wanted is not None:
+            headers["Content-Range"] = f"bytes {first}-{end - 1}/{attr.size}"
+        elif meta.checksum and meta.current(attr) and _checksum_mode(s3):
+            headers[f"x-amz-checksum-{meta.checksum[0]}"] = meta.checksum[1]
+        response = web.StreamResponse(status=status, headers=headers)
+        response.content_length = end - first
+        await response.prepare(s3.request)
+        if head:
+            await response.write_eof()
+            return response
+        async for piece in reader.stream(first, end - first):
+            await response.write(bytes(piece) if isinstance(piece, memoryview) else piece)
+        await response.write_eof()
+        return response
+
+
+def _checksum_mode(s3: S3Request) -> bool:
+    return s3.request.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED"
+
+
+async def _get_directory(s3: S3Request, bucket: str, key: str, path: str) -> web.Response:
+    """A key ending with "/" is an empty directory's object (a non-empty directory is
+    no object: its keys are)."""
+    fs = s3.gateway.fs
+    try:
+        attr = await fs.stat(path)
+        empty = attr.is_dir and not (await fs.readdir(path, limit=1))[0]
+    except (pfs.NotFoundError, pfs.NotDirectoryError):
+        await s3.bucket_exists(bucket)
+        raise no_such_key(key) from None
+    if not empty:
+        raise no_such_key(key)
+    headers = {
+        "ETag": f'"{EMPTY_MD5}"',
+        "Last-Modified": http_time(attr.mtime_ns),
+        "Content-Type": "application/x-directory",
+    }
+    check_conditions(s3.request.headers, headers["ETag"], attr.mtime_ns, read=True)
+    return web.Response(status=200, headers=headers)
+
+
+async def delete_object(s3: S3Request, bucket: str, key: str) -> web.Response:
+    """DeleteObject: a missing key is no error (as S3)."""
+    await s3.bucket_exists(bucket)
+    await _delete(s3, bucket, key)
+    return web.Response(status=204)
+
+
+async def _delete(s3: S3Request, bucket: str, key: str) -> None:
+    """Remove the object `key` and then the directories it leaves empty up to the
+    bucket (S3 has no directories: an emptied prefix is gone)."""
+    fs = s3.gateway.fs
+    parts = key_parts(key)
+    top = bucket_path(s3.gateway.root, bucket)
+    path = "/".join([top, *parts])
+    try:
+        if key.endswith("/"):
+            await fs.rmdir(path)
+        else:
+            await fs.unlink(path)
+    except (pfs.NotFoundError, pfs.NotDirectoryError, pfs.IsDirectoryError, pfs.NotEmptyError):
+        return
+    for depth in range(len(parts) - 1, 0, -1):
+        try:
+            await fs.rmdir("/".join([top, *parts[:depth]]))
+        except pfs.PlasmaError:
+            return
+
+
+async def delete_objects(s3: S3Request, bucket: str) -> web.Response:
+    """DeleteObjects: up to 1,000 keys, each answered Deleted or with its Error."""
+    await s3.bucket_exists(bucket)
+    body = await s3.read_body(MAX_DELETE_BODY)
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        raise S3Error("MalformedXML", 400, "The XML you provided was not well-formed") from None
+    namespace = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    quiet = (root.findtext(f"{namespace}Quiet") or "").strip().lower() == "true"
+    keys = [o.findtext(f"{namespace}Key") for o in root.findall(f"{namespace}Object")]
+    if not keys or len(keys) > MAX_DELETE_KEYS or any(k is None for k in keys):
+        raise S3Error("MalformedXML", 400, "Give 1 to 1000 Object elements, each with a Key")
+    out = []
+    for key in keys:
+        assert key is not None
+        try:
+            await _delete(s3, bucket, key)
+        except (S3Error, pfs.PlasmaError) as exc:
+            error = exc if isinstance(exc, S3Error) else from_plasma(exc, bucket=bucket, key=key)
+            fields = element("Key", key) + element("Code", error.code)
+            out.append(f"<Error>{fields}{element('Message', error.message)}</Error>")
+            continue
+        if not quiet:
+            out.append(f"<Deleted>{element('Key', key)}</Deleted>")
+    return web.Response(body=result("DeleteResult", "".join(out)), content_type="application/xml")

@@ -1,0 +1,85 @@
+"""Running the gateway: connect to the cluster as the gateway's credential, serve the
+S3 application on `listen` until SIGTERM or SIGINT, then stop taking requests and let
+those in flight finish."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import ssl
+from typing import Literal
+
+from aiohttp import web
+
+from plasmafs.client import Client, config
+from plasmafs.client.s3_keys import SigningKey
+from plasmafs.core.errors import ConfigError
+from plasmafs.core.secret_files import write_private
+from plasmafs.core.tls import ChannelTLS
+from plasmafs.gateway.app import make_app
+from plasmafs.gateway.requests import Gateway
+from plasmafs.gateway.settings import GatewaySettings
+from plasmafs.gateway.signing_keys import SigningKeys
+
+log = logging.getLogger(__name__)
+SHUTDOWN_GRACE = 30.0
+
+
+def _client(settings: GatewaySettings) -> Client:
+    tls: ChannelTLS | Literal[False] | None = None
+    if settings.insecure:
+        tls = False
+    elif settings.tls_ca is not None:
+        tls = ChannelTLS.from_files(settings.tls_ca)
+    address = config.namenode_address(settings.namenode)
+    return Client(address, tls=tls, token_file=settings.token_file)
+
+
+def _https(settings: GatewaySettings) -> ssl.SSLContext | None:
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    return context
+
+
+async def serve(settings: GatewaySettings) -> None:
+    """Serve until stopped."""
+    fs = _client(settings)
+    try:
+        root = await fs.stat(settings.root)
+        if not root.is_dir:
+            raise ConfigError(f"the gateway's root {settings.root} is not a directory")
+
+        async def fetch(access_key_id: str, date: str, region: str) -> SigningKey:
+            return await (await fs.s3_keys()).signing_key(access_key_id, date, region)
+
+        gateway = Gateway(fs, settings.root, settings.region, SigningKeys(fetch))
+        runner = web.AppRunner(make_app(gateway), access_log=None, handle_signals=False)
+        await runner.setup()
+        host, _, port = settings.listen.rpartition(":")
+        site = web.TCPSite(
+            runner, host.strip("[]"), int(port), ssl_context=_https(settings),
+            shutdown_timeout=SHUTDOWN_GRACE,
+        )  # fmt: skip
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror}") from None
+        bound = runner.addresses[0]
+        address = f"{bound[0]}:{bound[1]}"
+        scheme = "https" if settings.tls_cert else "http"
+        log.info("S3 gateway serving %s://%s (root %s)", scheme, address, settings.root)
+        if settings.ready_file is not None:
+            write_private(settings.ready_file, address.encode())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping")
+        await runner.cleanup()
+    finally:
+        await fs.close()
