@@ -45,7 +45,7 @@ async def list_all_buckets(s3: S3Request) -> web.Response:
     buckets = [
         (e.name, e.attr)
         async for e in fs.scandir(root, plus=True)
-        if e.attr is not None and e.attr.kind is FileKind.DIRECTORY
+        if e.attr is not None and e.attr.kind is FileKind.DIRECTORY and not e.name.startswith(".")
     ]
     return _xml(list_buckets(buckets, s3.user.user))
 

@@ -29,9 +29,13 @@ def check_new_bucket(name: str) -> str:
     return name
 
 
+STAGING = ".s3-staging"  # under the root: uploads until they are complete
+
+
 def check_bucket(name: str) -> str:
-    """A bucket name that can name a directory."""
-    if not name or name in (".", "..") or "\0" in name or len(name.encode()) > 255:
+    """A bucket name that can name a directory (not a hidden one: the root's hidden
+    directories are the gateway's)."""
+    if not name or name.startswith(".") or "\0" in name or len(name.encode()) > 255:
         raise S3Error(
             "InvalidBucketName", 400, "The specified bucket is not valid.", BucketName=name
         )
@@ -60,6 +64,11 @@ def key_parts(key: str) -> list[str]:
 def object_path(root: str, bucket: str, key: str) -> str:
     """The path of object `key` of `bucket`."""
     return "/".join([bucket_path(root, bucket), *key_parts(key)])
+
+
+def staging_path(root: str, name: str) -> str:
+    """The path of an upload in progress."""
+    return f"{root.rstrip('/')}/{STAGING}/{name}"
 
 
 def bucket_path(root: str, bucket: str) -> str:

@@ -3,10 +3,10 @@ form), the content type and other standard headers, user metadata (x-amz-meta-*)
 the checksum the client sent. One extended attribute, `user.s3`, holds them as JSON,
 written in the same commit as the content.
 
-The ETag is stamped with the inode's version at that commit: any later change of the
-file (through the mount, the CLI, a chmod) bumps the version, and the object then gets
-an ETag derived from its inode and version instead (in the multipart form, "-1", so
-that no client takes it for an MD5 of the content).
+The ETag is stamped with the file's size and modification time as committed: once
+the content changes another way (the mount, the CLI), the object gets an ETag derived
+from its inode, size and time instead (in the multipart form, "-1", so that no client
+takes it for an MD5 of the content). Renames and chmod keep it.
 """
 
 from __future__ import annotations
@@ -35,14 +35,15 @@ class ObjectMeta:
     """The S3 attributes of one object."""
 
     etag: str = ""  # without quotes
-    version: int = 0  # the inode version the ETag belongs to
+    size: int = -1  # the content the ETag belongs to: its size and mtime
+    mtime_ns: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     user: dict[str, str] = field(default_factory=dict)  # x-amz-meta-* names, lowercase
     checksum: tuple[str, str] | None = None  # (algorithm, base64 value)
 
     def to_bytes(self) -> bytes:
         """The xattr value."""
-        blob: dict[str, object] = {"etag": self.etag, "version": self.version}
+        blob: dict[str, object] = {"etag": self.etag, "size": self.size, "mtime": self.mtime_ns}
         if self.headers:
             blob["headers"] = self.headers
         if self.user:
@@ -59,7 +60,8 @@ class ObjectMeta:
             checksum = blob.get("checksum")
             return cls(
                 str(blob.get("etag", "")),
-                int(blob.get("version", 0)),
+                int(blob.get("size", -1)),
+                int(blob.get("mtime", 0)),
                 {str(k): str(v) for k, v in dict(blob.get("headers", {})).items()},
                 {str(k): str(v) for k, v in dict(blob.get("user", {})).items()},
                 (str(checksum[0]), str(checksum[1])) if checksum else None,
@@ -69,16 +71,17 @@ class ObjectMeta:
 
     def etag_of(self, attr: Attr) -> str:
         """The object's ETag (quoted), if this meta still describes `attr`."""
-        if self.etag and self.version == attr.version:
+        if self.etag and self.current(attr):
             return f'"{self.etag}"'
         return derived_etag(attr)
 
     def current(self, attr: Attr) -> bool:
         """Whether the meta was written with the file's present content."""
-        return self.version == attr.version
+        return self.size == attr.size and self.mtime_ns == attr.mtime_ns
 
 
 def derived_etag(attr: Attr) -> str:
     """The ETag of a file the gateway did not write (or that changed since)."""
-    digest = hashlib.md5(f"{attr.ino}:{attr.version}".encode(), usedforsecurity=False)
+    stamp = f"{attr.ino}:{attr.size}:{attr.mtime_ns}"
+    digest = hashlib.md5(stamp.encode(), usedforsecurity=False)
     return f'"{digest.hexdigest()}-1"'

@@ -9,20 +9,24 @@ the library's reader, one piece at a time, so memory stays bounded whatever the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import time
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from plasmafs.client import Client
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
 from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr
 from plasmafs.gateway.aws_chunked import STREAMING, ChunkedBody
 from plasmafs.gateway.conditions import NotModified, byte_range, check_conditions
-from plasmafs.gateway.object_keys import bucket_path, key_parts, object_path
+from plasmafs.gateway.object_keys import bucket_path, key_parts, object_path, staging_path
 from plasmafs.gateway.object_meta import (
     MAX_USER_METADATA,
     STORED_HEADERS,
@@ -38,8 +42,8 @@ if TYPE_CHECKING:
     from plasmafs.gateway.requests import S3Request
 
 READ_PIECE = 1024 * 1024
-NO_COMMIT_STEPS = 1 << 62
-PARENT_ATTEMPTS = 3  # an object becomes visible whole, at the end
+NO_COMMIT_STEPS = 1 << 62  # one commit, at the end
+PARENT_ATTEMPTS = 3
 MAX_DELETE_BODY = 2 * 1024 * 1024
 MAX_DELETE_KEYS = 1000
 EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
@@ -65,7 +69,9 @@ def path_conflict(key: str) -> S3Error:
 
 
 async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse:
-    """PutObject."""
+    """PutObject: the body goes to a new file in the staging directory, committed with
+    its S3 attributes once every check passed, then renamed over the key (so the last
+    upload to finish wins, and a reader sees the old object or the new one whole)."""
     fs, request = s3.gateway.fs, s3.request
     if "x-amz-copy-source" in request.headers:
         raise S3Error(
@@ -78,7 +84,9 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     meta = ObjectMeta(headers=_stored_headers(request), user=_user_metadata(request))
     declared = _declared_length(request, s3.signature.payload_hash)
     checks = PayloadChecks(request.headers, _payload_sha256(s3.signature.payload_hash))
-    writer = await _open_writer(fs, s3.gateway.root, bucket, key, path, declared)
+    staged = staging_path(s3.gateway.root, uuid.uuid4().hex)
+    writer = await fs.open(staged, "wb", size_hint=declared, commit_every=NO_COMMIT_STEPS)
+    assert isinstance(writer, FileWriter)
     try:
         body = _body(s3)
         async for piece in body:
@@ -91,11 +99,17 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
         trailers = body.trailers if isinstance(body, _Chunked) else None
         meta.checksum = checks.finish(trailers)
         meta.etag = checks.md5.hexdigest()
-        assert writer.attr is not None
-        meta.version = writer.attr.version
+        meta.size, meta.mtime_ns = checks.size, time.time_ns()
+        await writer.setattr(mtime_ns=meta.mtime_ns)
         await writer.close(xattrs={XATTR: meta.to_bytes()})
     except BaseException:
         await writer.abort()
+        raise
+    try:
+        await _move_into_place(fs, s3.gateway.root, bucket, key, staged, path)
+    except BaseException:
+        with contextlib.suppress(pfs.PlasmaError):
+            await fs.unlink(staged)
         raise
     headers = {"ETag": f'"{meta.etag}"'}
     if meta.checksum is not None:
@@ -103,32 +117,25 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     return web.Response(status=200, headers=headers)
 
 
-async def _open_writer(
-    fs: object, root: str, bucket: str, key: str, path: str, size: int | None
-) -> FileWriter:
-    from plasmafs.client import Client
-
-    assert isinstance(fs, Client)
+async def _move_into_place(
+    fs: Client, root: str, bucket: str, key: str, staged: str, path: str
+) -> None:
+    """Rename the staged file to `path`, making its directories first if needed."""
     parts = key_parts(key)
-    parent = "/".join([bucket_path(root, bucket), *parts[:-1]])
     for attempt in range(PARENT_ATTEMPTS):
-        if len(parts) > 1:
-            try:
-                await fs.mkdir(parent, parents=True)
-            except (pfs.NotDirectoryError, pfs.ExistsError):
-                raise path_conflict(key) from None
         try:
-            writer = await fs.open(path, "wb", size_hint=size, commit_every=NO_COMMIT_STEPS)
-        except (pfs.IsDirectoryError, pfs.NotDirectoryError):
+            await fs.rename(staged, path)
+            return
+        except (pfs.IsDirectoryError, pfs.NotDirectoryError, pfs.NotEmptyError):
             raise path_conflict(key) from None
         except pfs.NotFoundError:
-            # The parent went away meanwhile (a delete emptied the prefix): again.
-            if attempt + 1 == PARENT_ATTEMPTS or len(parts) == 1:
+            # No directory for it yet (or an emptied prefix was just removed): make it.
+            if len(parts) == 1 or attempt + 1 == PARENT_ATTEMPTS:
                 raise
-            continue
-        assert isinstance(writer, FileWriter)
-        return writer
-    raise AssertionError("unreachable")
+        try:
+            await fs.mkdir("/".join([bucket_path(root, bucket), *parts[:-1]]), parents=True)
+        except (pfs.NotDirectoryError, pfs.ExistsError):
+            raise path_conflict(key) from None
 
 
 async def _put_directory(s3: S3Request, bucket: str, key: str, path: str) -> web.Response:
@@ -209,10 +216,7 @@ def _user_metadata(request: web.Request) -> dict[str, str]:
     return found
 
 
-async def _meta(fs: object, attr: Attr) -> ObjectMeta:
-    from plasmafs.client import Client
-
-    assert isinstance(fs, Client)
+async def _meta(fs: Client, attr: Attr) -> ObjectMeta:
     try:
         return ObjectMeta.from_bytes(await fs.getxattr(attr.ino, XATTR))
     except (pfs.NoDataError, pfs.PermissionError, pfs.NotFoundError):
@@ -283,7 +287,7 @@ def _checksum_mode(s3: S3Request) -> bool:
     return s3.request.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED"
 
 
-async def _get_directory(s3: S3Request, bucket: str, key: str, path: str) -> web.Response:
+async def _get_directory(s3: S3Request, bucket: str, key: str, path: str) -> web.StreamResponse:
     """A key ending with "/" is an empty directory's object (a non-empty directory is
     no object: its keys are)."""
     fs = s3.gateway.fs
@@ -301,7 +305,11 @@ async def _get_directory(s3: S3Request, bucket: str, key: str, path: str) -> web
         "Content-Type": "application/x-directory",
     }
     check_conditions(s3.request.headers, headers["ETag"], attr.mtime_ns, read=True)
-    return web.Response(status=200, headers=headers)
+    response = web.StreamResponse(status=200, headers=headers)
+    response.content_length = 0
+    await response.prepare(s3.request)
+    await response.write_eof()
+    return response
 
 
 async def delete_object(s3: S3Request, bucket: str, key: str) -> web.Response:

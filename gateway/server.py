@@ -5,25 +5,29 @@ those in flight finish."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import ssl
+import time
 from typing import Literal
 
 from aiohttp import web
 
 from plasmafs.client import Client, config
 from plasmafs.client.s3_keys import SigningKey
-from plasmafs.core.errors import ConfigError
+from plasmafs.core.errors import ConfigError, ExistsError, PlasmaError
 from plasmafs.core.secret_files import write_private
 from plasmafs.core.tls import ChannelTLS
 from plasmafs.gateway.app import make_app
+from plasmafs.gateway.object_keys import staging_path
 from plasmafs.gateway.requests import Gateway
 from plasmafs.gateway.settings import GatewaySettings
 from plasmafs.gateway.signing_keys import SigningKeys
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 30.0
+STALE_UPLOAD_NS = 24 * 3600 * 1_000_000_000
 
 
 def _client(settings: GatewaySettings) -> Client:
@@ -34,6 +38,23 @@ def _client(settings: GatewaySettings) -> Client:
         tls = ChannelTLS.from_files(settings.tls_ca)
     address = config.namenode_address(settings.namenode)
     return Client(address, tls=tls, token_file=settings.token_file)
+
+
+async def prepare_staging(fs: Client, root: str) -> None:
+    """Make the staging directory uploads are written in (anyone may create files in
+    it; the sticky bit keeps them their owners'), and remove what uploads cut off by a
+    crash left there more than a day ago."""
+    staging = staging_path(root, "").rstrip("/")
+    try:
+        await fs.mkdir(staging, 0o1777)
+        await fs.chmod(staging, 0o1777)  # as asked, whatever the namenode's umask
+    except ExistsError:
+        pass
+    cutoff = time.time_ns() - STALE_UPLOAD_NS
+    async for entry in fs.scandir(staging, plus=True):
+        if entry.attr is not None and entry.attr.mtime_ns < cutoff:
+            with contextlib.suppress(PlasmaError):
+                await fs.unlink(f"{staging}/{entry.name}")
 
 
 def _https(settings: GatewaySettings) -> ssl.SSLContext | None:
@@ -51,6 +72,7 @@ async def serve(settings: GatewaySettings) -> None:
         root = await fs.stat(settings.root)
         if not root.is_dir:
             raise ConfigError(f"the gateway's root {settings.root} is not a directory")
+        await prepare_staging(fs, settings.root)
 
         async def fetch(access_key_id: str, date: str, region: str) -> SigningKey:
             return await (await fs.s3_keys()).signing_key(access_key_id, date, region)

@@ -65,5 +65,10 @@ def s3_client(url: str, access_key_id: str, secret: str, **config: Any) -> Any:
         aws_access_key_id=access_key_id,
         aws_secret_access_key=secret,
         region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
+        config=Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+            **config,
+        ),
     )
