@@ -245,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", help="volume size per datanode (up, first time; default 2G)")
     p.add_argument("--blocksize", help="cluster blocksize (up, first time; default 1M)")
     _mount_parsers(sub)
+    _gateway_parsers(sub)
     _tree_parsers(sub)
     xattr_commands.add_parsers(sub)
     return parser
@@ -291,6 +292,24 @@ def _tree_parsers(sub: Any) -> None:
         "-rep", "--replication", type=int, help="replicas of the copies (default: the source's)"
     )
     p.add_argument("paths", nargs="+", metavar="SRC... DST")
+
+
+def _gateway_parsers(sub: Any) -> None:
+    """`pfs gateway s3`."""
+    p = sub.add_parser("gateway", help="serve the cluster over another protocol")
+    kinds = p.add_subparsers(
+        dest="gateway_command", required=True, metavar="PROTOCOL", parser_class=CommandParser
+    )
+    q = kinds.add_parser(
+        "s3",
+        help="an S3-compatible HTTP server (foreground; needs plasmafs[gateway]); access "
+        "keys: pfs admin user s3-key NAME",
+    )
+    q.add_argument("--listen", metavar="HOST:PORT", help="default 127.0.0.1:7580")
+    q.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this")
+    q.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's key")
+    q.add_argument("--root", help="the directory whose subdirectories are buckets (default /)")
+    q.add_argument("--region", help="the region reported (default us-east-1)")
 
 
 def _mount_parsers(sub: Any) -> None:
@@ -413,6 +432,10 @@ def run_command(args: argparse.Namespace) -> int:
             return cmd_local(args)
         if args.command == "admin" and args.admin_command in ("ca", "cert"):
             return certificates.cmd_certificates(args)
+        if args.command == "gateway":
+            from plasmafs.cli.gateways import cmd_gateway
+
+            return cmd_gateway(args)
         if args.command in ("mount", "umount"):
             from plasmafs.cli.mounts import cmd_mount, cmd_umount
 

@@ -21,7 +21,14 @@ from plasmafs.core import errors as pfs
 from plasmafs.gateway import buckets, objects
 from plasmafs.gateway.requests import Gateway, S3Request
 from plasmafs.gateway.s3_errors import S3Error, access_denied, from_plasma, not_implemented
-from plasmafs.gateway.sigv4 import canonical_request, parse, query_pairs, string_to_sign, verify
+from plasmafs.gateway.sigv4 import (
+    canonical_request,
+    check_amz_headers_signed,
+    parse,
+    query_pairs,
+    string_to_sign,
+    verify,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +104,20 @@ async def _authenticated(request: web.Request, raw_path: str) -> S3Request:
     if signature is None:
         raise access_denied("Anonymous access is off: sign requests with an access key")
     user = await gateway.signing_keys.get(signature.access_key_id, signature.date, signature.region)
-    canonical = canonical_request(request.method, raw_path, query, request.headers, signature)
-    verify(user.key, string_to_sign(signature, canonical), signature.signature)
+    try:
+        canonical = canonical_request(request.method, raw_path, query, request.headers, signature)
+        verify(user.key, string_to_sign(signature, canonical), signature.signature)
+    except S3Error as exc:
+        # S3's canonical path is the path encoded as AWS encodes (what most signers
+        # sign); some sign the path exactly as they send it (botocore, when it sends
+        # characters such as "(" unencoded).
+        if exc.code != "SignatureDoesNotMatch":
+            raise
+        canonical = canonical_request(
+            request.method, raw_path, query, request.headers, signature, as_sent=True
+        )
+        verify(user.key, string_to_sign(signature, canonical), signature.signature)
+    check_amz_headers_signed(request.headers, signature)
     return S3Request(gateway, request, signature, user)
 
 

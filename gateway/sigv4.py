@@ -200,9 +200,12 @@ def canonical_request(
     query: Sequence[tuple[str, str]],
     headers: Mapping[str, str],
     signature: Signature,
+    *,
+    as_sent: bool = False,
 ) -> str:
-    """SigV4's canonical request of an S3 request."""
-    path = quote(unquote(raw_path), safe="/~")
+    """SigV4's canonical request of an S3 request (`as_sent`: with the path as the
+    request has it, rather than encoded again)."""
+    path = raw_path if as_sent else quote(unquote(raw_path), safe="/~")
     pairs = sorted(
         (quote(k, safe="~"), quote(v, safe="~"))
         for k, v in query
@@ -223,6 +226,21 @@ def canonical_request(
         [method, path, canonical_query, "".join(lines), ";".join(signature.signed_headers),
          signature.payload_hash]
     )  # fmt: skip
+
+
+def check_amz_headers_signed(headers: Mapping[str, str], signature: Signature) -> None:
+    """AccessDenied if a request signed in its header carries an x-amz-* header its
+    signature does not cover (so that nobody can add metadata or change a checksum
+    of a signed request on its way)."""
+    if signature.presigned:
+        return
+    signed = set(signature.signed_headers)
+    unsigned = sorted({n.lower() for n in headers if n.lower().startswith("x-amz-")} - signed)
+    if unsigned:
+        raise access_denied(
+            "There were headers present in the request which were not signed: "
+            + ", ".join(unsigned)
+        )
 
 
 def string_to_sign(signature: Signature, canonical: str) -> str:

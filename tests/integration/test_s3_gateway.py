@@ -10,7 +10,10 @@ import datetime
 import hashlib
 import io
 import os
+import signal
 import socket
+import subprocess
+import sys
 import unittest.mock
 import urllib.error
 import urllib.parse
@@ -25,6 +28,7 @@ from botocore.exceptions import ClientError
 
 from plasmafs.client import Client, SyncClient
 from tests.conftest import DataCluster
+from tests.support.cli_runner import clean_env, run_pfs
 from tests.support.gateway import GatewayProcess, s3_client
 
 ROOT = "/s3"
@@ -438,3 +442,30 @@ def test_what_is_not_supported_says_so(s3: Any) -> None:
         assert _code(refused) == "NotImplemented"
     assert s3.get_bucket_versioning(Bucket="nimp").get("Status") is None
     assert s3.get_bucket_location(Bucket="nimp")["LocationConstraint"] is None
+
+
+def test_pfs_gateway_s3_serves_in_the_foreground(
+    data_cluster: DataCluster, s3_root: str, alice_keys: tuple[str, str], tmp_path: Path
+) -> None:
+    env = clean_env(tmp_path, data_cluster.namenode.address)
+    command = [sys.executable, "-m", "plasmafs.cli", "gateway", "s3", "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [*command, "--root", s3_root], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "S3 gateway serving http://127.0.0.1:" in line, line
+        url = line.split("serving ")[1].split()[0]
+        s3 = s3_client(url, *alice_keys)
+        s3.create_bucket(Bucket="cli")
+        s3.put_object(Bucket="cli", Key="k", Body=b"v")
+        assert s3.get_object(Bucket="cli", Key="k")["Body"].read() == b"v"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    bad = run_pfs(env, "gateway", "s3", "--listen", "nowhere")
+    assert bad.rc == 2 and bad.err.startswith("pfs gateway s3: bad configuration: listen")
+    not_a_directory = run_pfs(env, "gateway", "s3", "--root", "/nothing/here")
+    assert not_a_directory.rc == 1 and len(not_a_directory.err.splitlines()) == 1
+    assert "/nothing/here" in not_a_directory.err
