@@ -9,6 +9,7 @@ the library's reader, one piece at a time, so memory stays bounded whatever the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import time
@@ -89,9 +90,15 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     assert isinstance(writer, FileWriter)
     try:
         body = _body(s3)
+        loop = asyncio.get_running_loop()
         async for piece in body:
-            checks.update(piece)
-            await writer.write(piece)
+            # The digests (MD5 above all) run on another core while the piece streams
+            # to the replicas: hashlib and zlib let go of the GIL for large buffers.
+            digesting = loop.run_in_executor(None, checks.update, piece)
+            try:
+                await writer.write(piece)
+            finally:
+                await digesting
         if declared is not None and checks.size != declared:
             raise S3Error(
                 "IncompleteBody", 400, "You did not provide the number of bytes specified"

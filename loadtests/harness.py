@@ -22,6 +22,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.peak import peak_kib
+from plasmafs.core.secret_files import ensure_random_key
 from plasmafs.local.cluster import (
     cluster_ca,
     daemon_tls_env,
@@ -96,6 +97,7 @@ def bench_cluster(
     client_env: dict[str, str] = {}
     env = {
         "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(blocksize),
+        "PFS_NAMENODE_S3_SECRET_FILE": str(ensure_random_key(workdir / "s3-secret.key")),
         **security("namenode", "namenode"),
         **(namenode_env or {}),
     }

@@ -29,6 +29,8 @@ from tests.support.cluster import (
     use_pki,
 )
 
+pytest_plugins = ["tests.support.gateway"]
+
 TEST_BLOCKSIZE = 64 * 1024
 TEST_CAPACITY = 256 * TEST_BLOCKSIZE
 

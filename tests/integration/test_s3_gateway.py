@@ -18,7 +18,6 @@ import unittest.mock
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,44 +28,7 @@ from botocore.exceptions import ClientError
 from plasmafs.client import Client, SyncClient
 from tests.conftest import DataCluster
 from tests.support.cli_runner import clean_env, run_pfs
-from tests.support.gateway import GatewayProcess, s3_client
-
-ROOT = "/s3"
-
-
-@pytest.fixture
-async def s3_root(dfs: Client) -> str:
-    """The gateway's root: a directory anyone may make buckets in (sticky, as /tmp)."""
-    await dfs.mkdir(ROOT)
-    await dfs.chmod(ROOT, 0o1777)
-    return ROOT
-
-
-@pytest.fixture
-def gateway(
-    data_cluster: DataCluster, tmp_path: Path, cluster_pki: Path, s3_root: str
-) -> Iterator[GatewayProcess]:
-    work = tmp_path / "gateway"
-    work.mkdir()
-    process = GatewayProcess(
-        data_cluster.namenode.address, work, cluster_pki / "root.token", root=s3_root
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-@pytest.fixture
-async def alice_keys(dfs: Client) -> tuple[str, str]:
-    key, secret = await (await dfs.s3_keys()).create("alice")
-    return key.access_key_id, secret
-
-
-@pytest.fixture
-def s3(gateway: GatewayProcess, alice_keys: tuple[str, str]) -> Any:
-    return s3_client(gateway.url, *alice_keys)
+from tests.support.gateway import ROOT, GatewayProcess, s3_client
 
 
 def _code(exc: pytest.ExceptionInfo[ClientError]) -> str:
@@ -377,12 +339,6 @@ def test_streamed_uploads_in_aws_chunked_encoding(s3: Any) -> None:
 
     s3.upload_fileobj(Stream(), "chunks", "big", Config=TransferConfig(multipart_threshold=10**9))
     assert s3.get_object(Bucket="chunks", Key="big")["Body"].read() == data
-
-
-@pytest.fixture
-async def bob_keys(dfs: Client) -> tuple[str, str]:
-    key, secret = await (await dfs.s3_keys()).create("bob")
-    return key.access_key_id, secret
 
 
 def test_permissions_are_the_users(

@@ -1,4 +1,7 @@
-"""An S3 gateway process for tests, and boto3 clients of it."""
+"""An S3 gateway process for tests, boto3 clients of it, and the fixtures of the
+gateway's tests (a pytest plugin of tests/conftest.py): `s3_root` (a directory anyone
+may make buckets in), `gateway` (the process, acting as root), `alice_keys` and
+`bob_keys` (S3 key pairs), `s3` (alice's boto3 client)."""
 
 from __future__ import annotations
 
@@ -6,9 +9,17 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pytest
+
+from plasmafs.client import Client
 from plasmafs.local.cluster import start_daemon
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import DataCluster
 
 
 @dataclass
@@ -72,3 +83,47 @@ def s3_client(url: str, access_key_id: str, secret: str, **config: Any) -> Any:
             **config,
         ),
     )
+
+
+ROOT = "/s3"
+
+
+@pytest.fixture
+async def s3_root(dfs: Client) -> str:
+    """The gateway's root: a directory anyone may make buckets in (sticky, as /tmp)."""
+    await dfs.mkdir(ROOT)
+    await dfs.chmod(ROOT, 0o1777)
+    return ROOT
+
+
+@pytest.fixture
+def gateway(
+    data_cluster: DataCluster, tmp_path: Path, cluster_pki: Path, s3_root: str
+) -> Iterator[GatewayProcess]:
+    work = tmp_path / "gateway"
+    work.mkdir()
+    process = GatewayProcess(
+        data_cluster.namenode.address, work, cluster_pki / "root.token", root=s3_root
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+async def alice_keys(dfs: Client) -> tuple[str, str]:
+    key, secret = await (await dfs.s3_keys()).create("alice")
+    return key.access_key_id, secret
+
+
+@pytest.fixture
+async def bob_keys(dfs: Client) -> tuple[str, str]:
+    key, secret = await (await dfs.s3_keys()).create("bob")
+    return key.access_key_id, secret
+
+
+@pytest.fixture
+def s3(gateway: GatewayProcess, alice_keys: tuple[str, str]) -> Any:
+    return s3_client(gateway.url, *alice_keys)
