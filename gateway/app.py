@@ -45,8 +45,7 @@ UNSUPPORTED = {
     "analytics": "Analytics", "inventory": "Inventory", "metrics": "Metrics",
     "ownershipControls": "Ownership controls", "publicAccessBlock": "Public access blocks",
     "torrent": "Torrents", "restore": "Restore", "select": "S3 Select",
-    "attributes": "GetObjectAttributes", "versions": "Object versions",
-    "versionId": "Object versions", "intelligent-tiering": "Intelligent tiering",
+    "attributes": "GetObjectAttributes", "intelligent-tiering": "Intelligent tiering",
     "uploads": "Multipart upload", "uploadId": "Multipart upload",
     "partNumber": "Multipart upload",
 }  # fmt: skip
@@ -73,7 +72,7 @@ async def _serve(request: web.Request) -> web.StreamResponse:
     except S3Error as exc:
         return _error(request, exc, raw_path, request_id)
     except pfs.PlasmaError as exc:
-        bucket, key = _split(raw_path)
+        bucket, _, key = unquote(raw_path).lstrip("/").partition("/")
         return _error(request, from_plasma(exc, bucket=bucket, key=key), raw_path, request_id)
     except ConnectionError:
         raise  # the client went away: nothing to answer
@@ -122,7 +121,10 @@ async def _authenticated(request: web.Request, raw_path: str) -> S3Request:
 
 
 def _split(raw_path: str) -> tuple[str, str]:
-    path = unquote(raw_path).lstrip("/")
+    try:
+        path = unquote(raw_path, errors="strict").lstrip("/")
+    except UnicodeDecodeError:
+        raise S3Error("InvalidURI", 400, "Couldn't parse the specified URI.") from None
     bucket, _, key = path.partition("/")
     return bucket, key
 
@@ -134,6 +136,9 @@ async def _route(s3: S3Request, raw_path: str) -> web.StreamResponse:
     for name in query:
         if name in UNSUPPORTED:
             raise not_implemented(UNSUPPORTED[name])
+    # Versioning is never enabled: every object's one version is "null".
+    if query.get("versionId", "null") != "null":
+        raise S3Error("InvalidArgument", 400, "Invalid version id specified")
     if not bucket:
         if method == "GET":
             return await buckets.list_all_buckets(s3)
@@ -158,6 +163,8 @@ async def _bucket_operation(s3: S3Request, bucket: str, method: str) -> web.Stre
             return await buckets.bucket_location(s3, bucket)
         if "versioning" in query:
             return await buckets.bucket_versioning(s3, bucket)
+        if "versions" in query:
+            return await buckets.list_versions(s3, bucket)
         return await buckets.list_bucket(s3, bucket)
     if method == "HEAD":
         return await buckets.head_bucket(s3, bucket)

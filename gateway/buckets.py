@@ -39,15 +39,33 @@ def _xml(body: bytes, status: int = 200) -> web.Response:
 
 
 async def list_all_buckets(s3: S3Request) -> web.Response:
-    """ListBuckets: the directories under the root."""
-    fs = s3.gateway.fs
-    root = s3.gateway.root
-    buckets = [
-        (e.name, e.attr)
-        async for e in fs.scandir(root, plus=True)
-        if e.attr is not None and e.attr.kind is FileKind.DIRECTORY and not e.name.startswith(".")
-    ]
-    return _xml(list_buckets(buckets, s3.user.user))
+    """ListBuckets: the directories under the root that the caller owns (as S3 lists
+    the caller's buckets), in name order, with max-buckets, continuation-token and
+    prefix."""
+    query = s3.request.query
+    try:
+        most = int(query.get("max-buckets", "10000"))
+    except ValueError:
+        raise invalid_argument("max-buckets is not a number") from None
+    if not 1 <= most <= 10000:
+        raise invalid_argument("max-buckets is 1 to 10000")
+    token = query.get("continuation-token") or None
+    after = _after_token(token) if token is not None else ""
+    prefix = query.get("prefix", "")
+    buckets: list[tuple[str, Attr]] = []
+    truncated = False
+    async for e in s3.gateway.fs.scandir(s3.gateway.root, plus=True):
+        a = e.attr
+        if a is None or a.kind is not FileKind.DIRECTORY or a.uid != s3.user.uid:
+            continue
+        if e.name.startswith(".") or e.name <= after or not e.name.startswith(prefix):
+            continue
+        if len(buckets) == most:
+            truncated = True
+            break
+        buckets.append((e.name, a))
+    next_token = continuation_token(buckets[-1][0]) if truncated else None
+    return _xml(list_buckets(buckets, s3.user.user, next_token, prefix))
 
 
 async def create_bucket(s3: S3Request, bucket: str) -> web.Response:
@@ -153,7 +171,7 @@ async def list_bucket(s3: S3Request, bucket: str) -> web.Response:
     if v2:
         token = query.get("continuation-token")
         start_after = query.get("start-after", "")
-        after = _after_token(token) if token is not None else start_after
+        after = _after_token(token) if token else start_after  # empty: none
     else:
         after = query.get("marker", "")
     listing = await list_objects(
@@ -162,9 +180,10 @@ async def list_bucket(s3: S3Request, bucket: str) -> web.Response:
     contents = await _contents(
         s3, listing, url, with_owner=not v2 or query.get("fetch-owner") == "true"
     )
+    # As S3 answers (and botocore decodes): V1 encodes Marker and Delimiter, not Prefix.
     parts = [
         element("Name", bucket),
-        element("Prefix", encoded(prefix, url)),
+        element("Prefix", encoded(prefix, url and v2)),
     ]
     if v2:
         if token is not None:
@@ -194,7 +213,52 @@ async def list_bucket(s3: S3Request, bucket: str) -> web.Response:
     return _xml(result(root, "".join(parts)))
 
 
-async def _contents(s3: S3Request, listing: Listing, url: bool, *, with_owner: bool) -> list[str]:
+async def list_versions(s3: S3Request, bucket: str) -> web.Response:
+    """ListObjectVersions of a bucket that never had versioning: each object's one
+    version, "null", the latest."""
+    query = s3.request.query
+    await s3.bucket_exists(bucket)
+    prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
+    max_keys, url = _max_keys(query), _encoding(query)
+    after = query.get("key-marker", "")
+    listing = await list_objects(
+        s3.gateway.fs, bucket_path(s3.gateway.root, bucket), prefix, delimiter, after, max_keys
+    )
+    versions = await _contents(
+        s3, listing, url, with_owner=True, element_name="Version", version=True
+    )
+    parts = [
+        element("Name", bucket),
+        element("Prefix", encoded(prefix, url)),
+        element("KeyMarker", encoded(after, url)),
+        element("VersionIdMarker", query.get("version-id-marker", "")),
+        element("MaxKeys", max_keys),
+    ]
+    if delimiter:
+        parts.append(element("Delimiter", encoded(delimiter, url)))
+    if url:
+        parts.append(element("EncodingType", "url"))
+    parts.append(element("IsTruncated", listing.truncated))
+    if listing.truncated:
+        parts.append(element("NextKeyMarker", encoded(listing.last, url)))
+        parts.append(element("NextVersionIdMarker", "null"))
+    parts.extend(versions)
+    parts.extend(
+        f"<CommonPrefixes>{element('Prefix', encoded(p, url))}</CommonPrefixes>"
+        for p in listing.prefixes
+    )
+    return _xml(result("ListVersionsResult", "".join(parts)))
+
+
+async def _contents(
+    s3: S3Request,
+    listing: Listing,
+    url: bool,
+    *,
+    with_owner: bool,
+    element_name: str = "Contents",
+    version: bool = False,
+) -> list[str]:
     """A Contents element per object, with its ETag (read from the objects' S3
     attributes, many requests in flight)."""
     fs = s3.gateway.fs
@@ -217,9 +281,11 @@ async def _contents(s3: S3Request, listing: Listing, url: bool, *, with_owner: b
     for (key, attr), tag in zip(listing.objects, etags, strict=True):
         size = 0 if attr.is_dir else attr.size
         who = owner(names.get(attr.uid, str(attr.uid))) if names is not None else ""
+        versioned = element("VersionId", "null") + element("IsLatest", True) if version else ""
         out.append(
-            f"<Contents>{element('Key', encoded(key, url))}"
+            f"<{element_name}>{element('Key', encoded(key, url))}{versioned}"
             f"{element('LastModified', iso_time(attr.mtime_ns))}{element('ETag', tag)}"
-            f"{element('Size', size)}{who}{element('StorageClass', 'STANDARD')}</Contents>"
+            f"{element('Size', size)}{who}{element('StorageClass', 'STANDARD')}"
+            f"</{element_name}>"
         )
     return out

@@ -24,7 +24,7 @@ from plasmafs.client import Client
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
 from plasmafs.core import errors as pfs
-from plasmafs.core.attributes import Attr
+from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.gateway.aws_chunked import STREAMING, ChunkedBody
 from plasmafs.gateway.conditions import NotModified, byte_range, check_conditions
 from plasmafs.gateway.object_keys import bucket_path, key_parts, object_path, staging_path
@@ -113,7 +113,8 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
         await writer.abort()
         raise
     try:
-        await _move_into_place(fs, s3.gateway.root, bucket, key, staged, path)
+        replace = await _put_conditions(s3, key, path)
+        await _move_into_place(fs, s3.gateway.root, bucket, key, staged, path, replace)
     except BaseException:
         with contextlib.suppress(pfs.PlasmaError):
             await fs.unlink(staged)
@@ -124,15 +125,46 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     return web.Response(status=200, headers=headers)
 
 
+async def _put_conditions(s3: S3Request, key: str, path: str) -> bool:
+    """Check a PUT's If-Match and If-None-Match against the object there now (S3's
+    conditional writes); False: the key must not exist when the new one goes in
+    (If-None-Match: *, made atomic by the rename)."""
+    headers = s3.request.headers
+    if_match, if_none_match = headers.get("If-Match"), headers.get("If-None-Match")
+    if if_match is None and if_none_match is None:
+        return True
+    etag = None
+    try:
+        attr = await s3.gateway.fs.stat(path)
+        if attr.kind is FileKind.FILE:
+            etag = (await _meta(s3.gateway.fs, attr)).etag_of(attr)
+    except (pfs.NotFoundError, pfs.NotDirectoryError):
+        pass
+    if if_match is not None:
+        if etag is None:
+            raise no_such_key(key)
+        check_conditions(headers, etag, 0, read=False)
+    if if_none_match is not None and etag is not None:
+        check_conditions(headers, etag, 0, read=False)
+    return not (if_none_match is not None and if_none_match.strip() == "*")
+
+
 async def _move_into_place(
-    fs: Client, root: str, bucket: str, key: str, staged: str, path: str
+    fs: Client, root: str, bucket: str, key: str, staged: str, path: str, replace: bool
 ) -> None:
-    """Rename the staged file to `path`, making its directories first if needed."""
+    """Rename the staged file to `path` (over an object there if `replace`), making
+    its directories first if needed."""
     parts = key_parts(key)
     for attempt in range(PARENT_ATTEMPTS):
         try:
-            await fs.rename(staged, path)
+            await fs.rename(staged, path, replace=replace)
             return
+        except pfs.ExistsError:
+            raise S3Error(
+                "PreconditionFailed", 412,
+                "At least one of the pre-conditions you specified did not hold",
+                Condition="If-None-Match",
+            ) from None  # fmt: skip
         except (pfs.IsDirectoryError, pfs.NotDirectoryError, pfs.NotEmptyError):
             raise path_conflict(key) from None
         except pfs.NotFoundError:
@@ -205,12 +237,29 @@ def _declared_length(request: web.Request, payload_hash: str) -> int | None:
 
 
 def _stored_headers(request: web.Request) -> dict[str, str]:
-    return {h: request.headers[h] for h in STORED_HEADERS if h in request.headers}
+    stored = {h: request.headers[h] for h in STORED_HEADERS if h in request.headers}
+    # aws-chunked is how this request's body was sent, not what the object is.
+    encodings = [e.strip() for e in stored.get("Content-Encoding", "").split(",") if e.strip()]
+    kept = [e for e in encodings if e.lower() != "aws-chunked"]
+    if kept:
+        stored["Content-Encoding"] = ", ".join(kept)
+    else:
+        stored.pop("Content-Encoding", None)
+    return stored
+
+
+def _text(value: str) -> str:
+    """A header value as sent: HTTP hands over its bytes as Latin-1, clients send
+    UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
 
 
 def _user_metadata(request: web.Request) -> dict[str, str]:
     found = {
-        name.lower().removeprefix("x-amz-meta-"): value
+        name.lower().removeprefix("x-amz-meta-"): _text(value)
         for name, value in request.headers.items()
         if name.lower().startswith("x-amz-meta-")
     }
@@ -357,13 +406,17 @@ async def delete_objects(s3: S3Request, bucket: str) -> web.Response:
         raise S3Error("MalformedXML", 400, "The XML you provided was not well-formed") from None
     namespace = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     quiet = (root.findtext(f"{namespace}Quiet") or "").strip().lower() == "true"
-    keys = [o.findtext(f"{namespace}Key") for o in root.findall(f"{namespace}Object")]
+    objects = root.findall(f"{namespace}Object")
+    keys = [o.findtext(f"{namespace}Key") for o in objects]
+    versions = [o.findtext(f"{namespace}VersionId") for o in objects]
     if not keys or len(keys) > MAX_DELETE_KEYS or any(k is None for k in keys):
         raise S3Error("MalformedXML", 400, "Give 1 to 1000 Object elements, each with a Key")
     out = []
-    for key in keys:
+    for key, version in zip(keys, versions, strict=True):
         assert key is not None
         try:
+            if version not in (None, "null"):
+                raise S3Error("NoSuchVersion", 404, "The specified version does not exist.")
             await _delete(s3, bucket, key)
         except (S3Error, pfs.PlasmaError) as exc:
             error = exc if isinstance(exc, S3Error) else from_plasma(exc, bucket=bucket, key=key)

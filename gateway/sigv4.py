@@ -131,11 +131,7 @@ def _presigned(params: Mapping[str, str], now: float) -> Signature:
     except ValueError:
         expires = -1
     if not 0 < expires <= MAX_PRESIGNED_EXPIRY:
-        raise S3Error(
-            "AuthorizationQueryParametersError",
-            400,
-            f"X-Amz-Expires must be 1 to {MAX_PRESIGNED_EXPIRY} seconds",
-        )
+        raise access_denied(f"X-Amz-Expires must be 1 to {MAX_PRESIGNED_EXPIRY} seconds")
     signature = _signature(
         params["X-Amz-Credential"], params["X-Amz-Date"], params["X-Amz-SignedHeaders"],
         params["X-Amz-Signature"], True, params.get("X-Amz-Content-Sha256", UNSIGNED),

@@ -36,15 +36,19 @@ def owner(name: str) -> str:
     return f"<Owner>{element('ID', name)}{element('DisplayName', name)}</Owner>"
 
 
-def list_buckets(buckets: Iterable[tuple[str, Attr]], user: str) -> bytes:
-    """ListAllMyBucketsResult."""
+def list_buckets(
+    buckets: Iterable[tuple[str, Attr]], user: str, token: str | None, prefix: str
+) -> bytes:
+    """ListAllMyBucketsResult (`token`: where the next page starts, if there is one)."""
     items = "".join(
         f"<Bucket>{element('Name', name)}{element('CreationDate', iso_time(a.mtime_ns))}</Bucket>"
         for name, a in buckets
     )
+    more = element("ContinuationToken", token) if token is not None else ""
+    asked = element("Prefix", prefix) if prefix else ""
     return (
         f'{HEADER}<ListAllMyBucketsResult xmlns="{NAMESPACE}">{owner(user)}'
-        f"<Buckets>{items}</Buckets></ListAllMyBucketsResult>"
+        f"<Buckets>{items}</Buckets>{more}{asked}</ListAllMyBucketsResult>"
     ).encode()
 
 

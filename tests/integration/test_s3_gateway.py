@@ -425,3 +425,30 @@ def test_pfs_gateway_s3_serves_in_the_foreground(
     not_a_directory = run_pfs(env, "gateway", "s3", "--root", "/nothing/here")
     assert not_a_directory.rc == 1 and len(not_a_directory.err.splitlines()) == 1
     assert "/nothing/here" in not_a_directory.err
+
+
+def test_conditional_writes_and_each_users_buckets(
+    s3: Any, gateway: GatewayProcess, bob_keys: tuple[str, str]
+) -> None:
+    s3.create_bucket(Bucket="cond")
+    etag = s3.put_object(Bucket="cond", Key="k", Body=b"1", IfNoneMatch="*")["ETag"]
+    with pytest.raises(ClientError) as exists:
+        s3.put_object(Bucket="cond", Key="k", Body=b"2", IfNoneMatch="*")
+    assert _code(exists) == "PreconditionFailed"
+    with pytest.raises(ClientError) as stale:
+        s3.put_object(Bucket="cond", Key="k", Body=b"2", IfMatch='"0000"')
+    assert _code(stale) == "PreconditionFailed"
+    assert s3.get_object(Bucket="cond", Key="k")["Body"].read() == b"1"
+    s3.put_object(Bucket="cond", Key="k", Body=b"3", IfMatch=etag)
+    assert s3.get_object(Bucket="cond", Key="k")["Body"].read() == b"3"
+    with pytest.raises(ClientError) as missing:
+        s3.put_object(Bucket="cond", Key="none", Body=b"x", IfMatch="*")
+    assert _code(missing) == "NoSuchKey"
+    bob = s3_client(gateway.url, *bob_keys)
+    bob.create_bucket(Bucket="bobs")
+    s3.create_bucket(Bucket="more")
+    assert [b["Name"] for b in bob.list_buckets()["Buckets"]] == ["bobs"]
+    first = s3.list_buckets(MaxBuckets=1)
+    assert [b["Name"] for b in first["Buckets"]] == ["cond"]
+    rest = s3.list_buckets(MaxBuckets=1, ContinuationToken=first["ContinuationToken"])
+    assert [b["Name"] for b in rest["Buckets"]] == ["more"] and "ContinuationToken" not in rest
