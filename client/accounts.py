@@ -13,20 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import grpc
-
+from plasmafs.client.unary_service import UnaryService
 from plasmafs.core.errors import InvalidArgumentError, NotFoundError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.core.rpc_status import service_error
 
 if TYPE_CHECKING:
     from plasmafs.client.client import Client
     from plasmafs.client.connection import Connection
-
-CALL_TIMEOUT = 30.0  # seconds for one accounts call
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +127,12 @@ class AccountListing:
         return group if isinstance(group, int) else self.group(group).gid
 
 
-class Accounts:
+class Accounts(UnaryService):
     """The Accounts service of the namenode behind one connection, called with its
     credential."""
 
     def __init__(self, conn: Connection) -> None:
-        self._stub = pb_grpc.AccountsStub(conn.channel)
-        self._address = conn.address
-        self._metadata = conn.metadata
-
-    async def _call(self, method: Any, request: Any) -> Any:
-        try:
-            return await method(request, timeout=CALL_TIMEOUT, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise service_error(exc, self._address, "Accounts") from None
+        super().__init__(conn, pb_grpc.AccountsStub, "Accounts")
 
     # --- users ----------------------------------------------------------------------------
 

@@ -8,18 +8,14 @@ service's. A key's secret is returned once, when it is created.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import grpc
-
+from plasmafs.client.unary_service import UnaryService
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
-from plasmafs.core.rpc_status import service_error
 
 if TYPE_CHECKING:
     from plasmafs.client.connection import Connection
-
-CALL_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,19 +46,11 @@ class SigningKey:
     groups: tuple[int, ...]
 
 
-class S3Keys:
+class S3Keys(UnaryService):
     """The S3Keys service of the namenode behind one connection."""
 
     def __init__(self, conn: Connection) -> None:
-        self._stub = pb_grpc.S3KeysStub(conn.channel)
-        self._address = conn.address
-        self._metadata = conn.metadata
-
-    async def _call(self, method: Any, request: Any) -> Any:
-        try:
-            return await method(request, timeout=CALL_TIMEOUT, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise service_error(exc, self._address, "S3Keys") from None
+        super().__init__(conn, pb_grpc.S3KeysStub, "S3Keys")
 
     async def create(self, user: str) -> tuple[S3KeyInfo, str]:
         """A new key pair of `user`: the key and its secret (a superuser's call)."""
