@@ -55,6 +55,8 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("users", "uid name gid superuser created_at callers_first_uid callers_last_uid"),
         ("group_members", "gid uid"),
         ("credentials", "credential_id uid secret_sha256 label created_at expires_at revoked_at"),
+        # Sealed: they open where the same s3_secret_file is (namenode/s3_key_sealing.py).
+        ("s3_keys", "access_key_id uid secret_sealed created_at revoked_at"),
         (
             "datanodes",
             "datanode_id identity host address local_socket blocksize "
@@ -278,6 +280,11 @@ async def _merge_accounts(conn: asyncpg.Connection, result: LoadResult) -> None:
                               WHERE c.credential_id = d.credential_id)"""
     )
     result.credentials_skipped = result.rows["credentials"] - int(status.split()[-1])
+    columns = ", ".join(dict(TABLES)["s3_keys"])
+    await conn.execute(
+        f"""INSERT INTO s3_keys ({columns}) SELECT {columns} FROM dump_s3_keys
+            ON CONFLICT DO NOTHING"""
+    )
     await conn.execute(
         """SELECT setval(pg_get_serial_sequence('credentials', 'credential_id'),
                          greatest(max(credential_id), 1))

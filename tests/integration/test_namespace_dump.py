@@ -1,6 +1,6 @@
 """`pfs admin dump` and `pfs admin load`: the namespace and accounts of one cluster
 loaded into a new one (another database) with the same datanodes — identical
-listings, contents and tokens — and refused, leaving no trace, when the namespace
+listings, contents, tokens and S3 keys — and refused, leaving no trace, when the namespace
 is not empty or the dump is damaged."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from plasmafs.client import Client, InvalidArgumentError, NotEmptyError
 from plasmafs.client.admin import FsckSummary
+from plasmafs.core.s3_signing import signing_key
 from tests.conftest import DataCluster, data_cluster_processes
 from tests.support.cli_runner import CLUSTER_TRUST
 from tests.support.cluster import create_database, drop_database, run
@@ -110,6 +111,7 @@ async def test_a_dump_loads_into_a_new_cluster_with_the_same_datanodes(
         contents = await build(fs)
         accounts = await fs.accounts()
         _, carol_token = await accounts.add_user("carol")
+        s3_key, s3_secret = await (await fs.s3_keys()).create("carol")
         before = await listing(fs)
         dump = await dump_bytes(fs)
     move_namenode(cluster, second_dsn)
@@ -135,6 +137,12 @@ async def test_a_dump_loads_into_a_new_cluster_with_the_same_datanodes(
             assert await fs.read_file(path) == data
         async with Client(cluster.namenode.address, token=carol_token) as carol:
             assert (await (await carol.accounts()).whoami()).name == "carol"
+        # The S3 key came along, sealed, and opens with the same s3_secret_file.
+        signing = await (await fs.s3_keys()).signing_key(
+            s3_key.access_key_id, "20261128", "us-east-1"
+        )
+        assert signing.key == signing_key(s3_secret, "20261128", "us-east-1")
+        assert signing.user == "carol"
     finally:
         await fs.close()
 
