@@ -74,8 +74,12 @@ async def _serve(request: web.Request) -> web.StreamResponse:
     except pfs.PlasmaError as exc:
         bucket, _, key = unquote(raw_path).lstrip("/").partition("/")
         return _error(request, from_plasma(exc, bucket=bucket, key=key), raw_path, request_id)
-    except ConnectionError:
-        raise  # the client went away: nothing to answer
+    except ConnectionError as exc:
+        # The client went away (mid-upload, say): what it sent was dropped, and the
+        # answer goes nowhere.
+        log.info("%s %s: the client went away (%s)", request.method, raw_path, exc)
+        error = S3Error("IncompleteBody", 400, "the connection was lost")
+        return _error(request, error, raw_path, request_id)
     except Exception:
         log.exception("request %s %s failed", request.method, raw_path)
         error = S3Error("InternalError", 500, "We encountered an internal error. Please try again.")
