@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 
 import grpc
 
@@ -93,7 +94,9 @@ class S3KeysServicer(pb_grpc.S3KeysServicer):
         _, principals = self._ready()
         self.gate.superuser(context, "list S3 keys")
         uid = principals.uid_of(check_name(request.user, "user")) if request.user else None
-        return pb.ListS3KeysReply(keys=[self._info(r) for r in await self.store.of_user(uid)])
+        names = principals.names().users
+        rows = await self.store.of_user(uid)
+        return pb.ListS3KeysReply(keys=[self._info(r, names) for r in rows])
 
     async def RevokeS3Key(
         self, request: pb.RevokeS3KeyRequest, context: grpc.aio.ServicerContext
@@ -142,8 +145,10 @@ class S3KeysServicer(pb_grpc.S3KeysServicer):
             groups=sorted(principals.groups_of(user.uid)),
         )
 
-    def _info(self, row: S3KeyRow) -> pb.S3KeyInfo:
-        names = self.principals.names().users if self.principals is not None else {}
+    def _info(self, row: S3KeyRow, names: Mapping[int, str] | None = None) -> pb.S3KeyInfo:
+        """A key on the wire (`names`: of users by uid, asked once for a listing)."""
+        if names is None:
+            names = self.principals.names().users if self.principals is not None else {}
         return pb.S3KeyInfo(
             access_key_id=row.access_key_id,
             user=names.get(row.uid, str(row.uid)),
