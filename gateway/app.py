@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -20,7 +19,13 @@ from plasmafs.client.callers import LocalCaller, acting_for
 from plasmafs.core import errors as pfs
 from plasmafs.gateway import buckets, objects
 from plasmafs.gateway.requests import Gateway, S3Request
-from plasmafs.gateway.s3_errors import S3Error, access_denied, from_plasma, not_implemented
+from plasmafs.gateway.s3_errors import (
+    S3Error,
+    access_denied,
+    from_plasma,
+    invalid_argument,
+    not_implemented,
+)
 from plasmafs.gateway.sigv4 import (
     canonical_request,
     check_amz_headers_signed,
@@ -33,7 +38,6 @@ from plasmafs.gateway.sigv4 import (
 log = logging.getLogger(__name__)
 
 GATEWAY_KEY = web.AppKey("gateway", Gateway)
-MAX_HEADER_BYTES = 16 * 1024
 # Subresources answered NotImplemented (the query parameter names them).
 UNSUPPORTED = {
     "acl": "ACLs", "policy": "Bucket policies", "policyStatus": "Bucket policies",
@@ -50,12 +54,10 @@ UNSUPPORTED = {
     "partNumber": "Multipart upload",
 }  # fmt: skip
 
-Handler = Callable[[S3Request], Awaitable[web.StreamResponse]]
-
 
 def make_app(gateway: Gateway) -> web.Application:
     """The application serving S3 over `gateway`."""
-    app = web.Application(client_max_size=MAX_HEADER_BYTES)
+    app = web.Application()
     app[GATEWAY_KEY] = gateway
     app.router.add_route("*", "/{tail:.*}", _serve)
     return app
@@ -142,7 +144,7 @@ async def _route(s3: S3Request, raw_path: str) -> web.StreamResponse:
             raise not_implemented(UNSUPPORTED[name])
     # Versioning is never enabled: every object's one version is "null".
     if query.get("versionId", "null") != "null":
-        raise S3Error("InvalidArgument", 400, "Invalid version id specified")
+        raise invalid_argument("Invalid version id specified")
     if not bucket:
         if method == "GET":
             return await buckets.list_all_buckets(s3)

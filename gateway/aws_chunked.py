@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from aiohttp import StreamReader
 
 from plasmafs.gateway.s3_errors import S3Error
-from plasmafs.gateway.sigv4 import EMPTY_SHA256, Signature, sign, verify
+from plasmafs.gateway.sigv4 import EMPTY_SHA256, Signature, verify
 
 SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 SIGNED_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
@@ -50,6 +50,9 @@ class ChunkedBody:
         if not line.endswith(b"\n") or len(line) > MAX_LINE:
             raise _incomplete()
         return line.rstrip(b"\r\n")
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.chunks()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The data, chunk by chunk (a chunk is read whole: at most 64 MiB)."""
@@ -116,12 +119,3 @@ class ChunkedBody:
                 ["AWS4-HMAC-SHA256-TRAILER", s.amz_date, s.scope, self._previous, digest]
             )
             verify(self._key, text, trailer_signature)
-
-
-def chunk_signature(key: bytes, signature: Signature, previous: str, data: bytes) -> str:
-    """The signature of the chunk `data` after `previous` (what a client sends)."""
-    text = "\n".join(
-        ["AWS4-HMAC-SHA256-PAYLOAD", signature.amz_date, signature.scope, previous,
-         EMPTY_SHA256, hashlib.sha256(data).hexdigest()]
-    )  # fmt: skip
-    return sign(key, text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -14,7 +15,7 @@ from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.gateway.listing import MAX_KEYS, Listing, list_objects
 from plasmafs.gateway.object_keys import bucket_path, check_new_bucket
-from plasmafs.gateway.object_meta import XATTR, ObjectMeta, derived_etag
+from plasmafs.gateway.object_meta import derived_etag, read_meta
 from plasmafs.gateway.objects import EMPTY_MD5
 from plasmafs.gateway.s3_errors import S3Error, invalid_argument, no_such_bucket, not_implemented
 from plasmafs.gateway.xml_replies import (
@@ -34,8 +35,8 @@ ETAGS_AT_ONCE = 256  # getxattr requests in flight for one listing page
 MAX_CREATE_BODY = 64 * 1024
 
 
-def _xml(body: bytes, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=body, content_type="application/xml")
+def _xml(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type="application/xml")
 
 
 async def list_all_buckets(s3: S3Request) -> web.Response:
@@ -159,6 +160,36 @@ def _after_token(token: str) -> str:
     raise invalid_argument("The continuation token provided is incorrect")
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a listing request asks for, and the page that answers it."""
+
+    prefix: str
+    delimiter: str
+    max_keys: int
+    url: bool
+    listing: Listing
+
+    def common_prefixes(self) -> list[str]:
+        """The CommonPrefixes elements."""
+        return [
+            f"<CommonPrefixes>{element('Prefix', encoded(p, self.url))}</CommonPrefixes>"
+            for p in self.listing.prefixes
+        ]
+
+
+async def _listed(s3: S3Request, bucket: str, after: str) -> _Asked:
+    """The page of `bucket` after key `after` the request's prefix, delimiter,
+    max-keys and encoding-type ask for."""
+    query = s3.request.query
+    prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
+    max_keys, url = _max_keys(query), _encoding(query)
+    listing = await list_objects(
+        s3.gateway.fs, bucket_path(s3.gateway.root, bucket), prefix, delimiter, after, max_keys
+    )
+    return _Asked(prefix, delimiter, max_keys, url, listing)
+
+
 async def list_bucket(s3: S3Request, bucket: str) -> web.Response:
     """ListObjects (V1) and ListObjectsV2 (list-type=2)."""
     query = s3.request.query
@@ -166,24 +197,21 @@ async def list_bucket(s3: S3Request, bucket: str) -> web.Response:
     v2 = query.get("list-type") == "2"
     if "list-type" in query and not v2:
         raise invalid_argument("list-type must be 2")
-    prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
-    max_keys, url = _max_keys(query), _encoding(query)
     if v2:
         token = query.get("continuation-token")
         start_after = query.get("start-after", "")
         after = _after_token(token) if token else start_after  # empty: none
     else:
         after = query.get("marker", "")
-    listing = await list_objects(
-        s3.gateway.fs, bucket_path(s3.gateway.root, bucket), prefix, delimiter, after, max_keys
-    )
+    asked = await _listed(s3, bucket, after)
+    listing, url = asked.listing, asked.url
     contents = await _contents(
         s3, listing, url, with_owner=not v2 or query.get("fetch-owner") == "true"
     )
     # As S3 answers (and botocore decodes): V1 encodes Marker and Delimiter, not Prefix.
     parts = [
         element("Name", bucket),
-        element("Prefix", encoded(prefix, url and v2)),
+        element("Prefix", encoded(asked.prefix, url and v2)),
     ]
     if v2:
         if token is not None:
@@ -193,24 +221,14 @@ async def list_bucket(s3: S3Request, bucket: str) -> web.Response:
         parts.append(element("KeyCount", len(listing.objects) + len(listing.prefixes)))
     else:
         parts.append(element("Marker", encoded(after, url)))
-    parts.append(element("MaxKeys", max_keys))
-    if delimiter:
-        parts.append(element("Delimiter", encoded(delimiter, url)))
-    if url:
-        parts.append(element("EncodingType", "url"))
-    parts.append(element("IsTruncated", listing.truncated))
+    parts.append(element("MaxKeys", asked.max_keys))
+    parts += _delimiter_and_truncation(asked)
     if listing.truncated:
         if v2:
             parts.append(element("NextContinuationToken", continuation_token(listing.last)))
-        elif delimiter:
+        elif asked.delimiter:
             parts.append(element("NextMarker", encoded(listing.last, url)))
-    parts.extend(contents)
-    parts.extend(
-        f"<CommonPrefixes>{element('Prefix', encoded(p, url))}</CommonPrefixes>"
-        for p in listing.prefixes
-    )
-    root = "ListBucketResult"
-    return _xml(result(root, "".join(parts)))
+    return _xml(result("ListBucketResult", "".join(parts + contents + asked.common_prefixes())))
 
 
 async def list_versions(s3: S3Request, bucket: str) -> web.Response:
@@ -218,36 +236,36 @@ async def list_versions(s3: S3Request, bucket: str) -> web.Response:
     version, "null", the latest."""
     query = s3.request.query
     await s3.bucket_exists(bucket)
-    prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
-    max_keys, url = _max_keys(query), _encoding(query)
     after = query.get("key-marker", "")
-    listing = await list_objects(
-        s3.gateway.fs, bucket_path(s3.gateway.root, bucket), prefix, delimiter, after, max_keys
-    )
+    asked = await _listed(s3, bucket, after)
+    listing, url = asked.listing, asked.url
     versions = await _contents(
         s3, listing, url, with_owner=True, element_name="Version", version=True
     )
     parts = [
         element("Name", bucket),
-        element("Prefix", encoded(prefix, url)),
+        element("Prefix", encoded(asked.prefix, url)),
         element("KeyMarker", encoded(after, url)),
         element("VersionIdMarker", query.get("version-id-marker", "")),
-        element("MaxKeys", max_keys),
+        element("MaxKeys", asked.max_keys),
+        *_delimiter_and_truncation(asked),
     ]
-    if delimiter:
-        parts.append(element("Delimiter", encoded(delimiter, url)))
-    if url:
-        parts.append(element("EncodingType", "url"))
-    parts.append(element("IsTruncated", listing.truncated))
     if listing.truncated:
         parts.append(element("NextKeyMarker", encoded(listing.last, url)))
         parts.append(element("NextVersionIdMarker", "null"))
-    parts.extend(versions)
-    parts.extend(
-        f"<CommonPrefixes>{element('Prefix', encoded(p, url))}</CommonPrefixes>"
-        for p in listing.prefixes
-    )
-    return _xml(result("ListVersionsResult", "".join(parts)))
+    return _xml(result("ListVersionsResult", "".join(parts + versions + asked.common_prefixes())))
+
+
+def _delimiter_and_truncation(asked: _Asked) -> list[str]:
+    """Delimiter (if given), EncodingType (if url) and IsTruncated, as both listings
+    answer them."""
+    parts = []
+    if asked.delimiter:
+        parts.append(element("Delimiter", encoded(asked.delimiter, asked.url)))
+    if asked.url:
+        parts.append(element("EncodingType", "url"))
+    parts.append(element("IsTruncated", asked.listing.truncated))
+    return parts
 
 
 async def _contents(
@@ -270,13 +288,13 @@ async def _contents(
             return f'"{EMPTY_MD5}"'
         async with limit:
             try:
-                return ObjectMeta.from_bytes(await fs.getxattr(attr.ino, XATTR)).etag_of(attr)
+                return (await read_meta(fs, attr)).etag_of(attr)
             except pfs.PlasmaError:
                 return derived_etag(attr)
 
     etags = await asyncio.gather(*(etag(attr) for _, attr in listing.objects))
     if with_owner and listing.objects:
-        names = await s3.owner_names()
+        names = await s3.gateway.owner_names()
     out = []
     for (key, attr), tag in zip(listing.objects, etags, strict=True):
         size = 0 if attr.is_dir else attr.size

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from plasmafs.client import Client
 from plasmafs.core import paths
-from plasmafs.core.attributes import Attr, FileKind
+from plasmafs.core.attributes import Attr, FileKind, TreeEntry
 from plasmafs.core.errors import NotDirectoryError, NotFoundError
 from plasmafs.gateway.object_keys import key_parts
 from plasmafs.gateway.s3_errors import S3Error
@@ -101,13 +101,13 @@ async def list_objects(
 
 
 async def _objects(
-    walk: AsyncIterator[object], base: str, *, entered_all: bool
+    walk: AsyncIterator[TreeEntry], base: str, *, entered_all: bool
 ) -> AsyncIterator[tuple[str, Attr]]:
     """The keys of a walk's files and directories, in key order: a directory the walk
     enters is only an object if it is empty, which the entry after it tells."""
     pending: tuple[str, Attr] | None = None
     async for entry in walk:
-        path, attr = entry.path, entry.attr  # type: ignore[attr-defined]
+        path, attr = entry.path, entry.attr
         if not path and attr.kind is not FileKind.DIRECTORY:
             return  # the prefix names a file, not a directory
         key = base + path + ("/" if path and attr.is_dir else "")
@@ -116,7 +116,7 @@ async def _objects(
                 yield pending
             pending = None
         if attr.is_dir:
-            if entry.unreadable or not key:  # type: ignore[attr-defined]
+            if entry.unreadable or not key:
                 continue
             if entered_all or not path:
                 pending = (key, attr)

@@ -15,6 +15,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from plasmafs.client import Client
+from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr
 
 XATTR = b"user.s3"
@@ -78,6 +80,14 @@ class ObjectMeta:
     def current(self, attr: Attr) -> bool:
         """Whether the meta was written with the file's present content."""
         return self.size == attr.size and self.mtime_ns == attr.mtime_ns
+
+
+async def read_meta(fs: Client, attr: Attr) -> ObjectMeta:
+    """The S3 attributes of the file `attr` describes (none: an empty meta)."""
+    try:
+        return ObjectMeta.from_bytes(await fs.getxattr(attr.ino, XATTR))
+    except (pfs.NoDataError, pfs.PermissionError, pfs.NotFoundError):
+        return ObjectMeta()
 
 
 def derived_etag(attr: Attr) -> str:

@@ -33,6 +33,7 @@ from plasmafs.gateway.object_meta import (
     STORED_HEADERS,
     XATTR,
     ObjectMeta,
+    read_meta,
 )
 from plasmafs.gateway.payload_checks import PayloadChecks
 from plasmafs.gateway.s3_errors import S3Error, from_plasma, invalid_request, no_such_key
@@ -103,7 +104,7 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
             raise S3Error(
                 "IncompleteBody", 400, "You did not provide the number of bytes specified"
             )
-        trailers = body.trailers if isinstance(body, _Chunked) else None
+        trailers = body.trailers if isinstance(body, ChunkedBody) else None
         meta.checksum = checks.finish(trailers)
         meta.etag = checks.md5.hexdigest()
         meta.size, meta.mtime_ns = checks.size, time.time_ns()
@@ -137,14 +138,13 @@ async def _put_conditions(s3: S3Request, key: str, path: str) -> bool:
     try:
         attr = await s3.gateway.fs.stat(path)
         if attr.kind is FileKind.FILE:
-            etag = (await _meta(s3.gateway.fs, attr)).etag_of(attr)
+            etag = (await read_meta(s3.gateway.fs, attr)).etag_of(attr)
     except (pfs.NotFoundError, pfs.NotDirectoryError):
         pass
-    if if_match is not None:
-        if etag is None:
+    if etag is None:
+        if if_match is not None:
             raise no_such_key(key)
-        check_conditions(headers, etag, 0, read=False)
-    if if_none_match is not None and etag is not None:
+    else:
         check_conditions(headers, etag, 0, read=False)
     return not (if_none_match is not None and if_none_match.strip() == "*")
 
@@ -188,20 +188,9 @@ async def _put_directory(s3: S3Request, bucket: str, key: str, path: str) -> web
     return web.Response(status=200, headers={"ETag": f'"{EMPTY_MD5}"'})
 
 
-class _Chunked:
-    """An aws-chunked body's data, with its trailers once read."""
-
-    def __init__(self, body: ChunkedBody) -> None:
-        self._body = body
-        self.trailers: dict[str, str] = body.trailers
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._body.chunks()
-
-
-def _body(s3: S3Request) -> _Chunked | AsyncIterator[bytes]:
+def _body(s3: S3Request) -> ChunkedBody | AsyncIterator[bytes]:
     if s3.signature.payload_hash in STREAMING:
-        return _Chunked(ChunkedBody(s3.request.content, s3.signature, s3.signing_key))
+        return ChunkedBody(s3.request.content, s3.signature, s3.signing_key)
     return s3.request.content.iter_chunked(READ_PIECE)
 
 
@@ -272,13 +261,6 @@ def _user_metadata(request: web.Request) -> dict[str, str]:
     return found
 
 
-async def _meta(fs: Client, attr: Attr) -> ObjectMeta:
-    try:
-        return ObjectMeta.from_bytes(await fs.getxattr(attr.ino, XATTR))
-    except (pfs.NoDataError, pfs.PermissionError, pfs.NotFoundError):
-        return ObjectMeta()
-
-
 def _headers(attr: Attr, meta: ObjectMeta, s3: S3Request) -> dict[str, str]:
     headers = {
         "ETag": meta.etag_of(attr),
@@ -312,7 +294,7 @@ async def get_object(s3: S3Request, bucket: str, key: str, *, head: bool) -> web
     assert isinstance(reader, FileReader) and reader.attr is not None
     async with reader:
         attr = reader.attr
-        meta = await _meta(fs, attr)
+        meta = await read_meta(fs, attr)
         headers = _headers(attr, meta, s3)
         try:
             check_conditions(s3.request.headers, headers["ETag"], attr.mtime_ns, read=True)

@@ -57,10 +57,6 @@ class S3Request:
         """The key the request was signed with (aws-chunked bodies chain on it)."""
         return self.user.key
 
-    async def owner_names(self) -> dict[int, str]:
-        """The names of users by uid."""
-        return await self.gateway.owner_names()
-
     async def bucket_exists(self, bucket: str) -> None:
         """NoSuchBucket unless `bucket` is a directory (AccessDenied if the user may not
         look)."""
