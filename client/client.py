@@ -11,7 +11,14 @@ takes over, waits for it; reads are sent again across a failover (`failover.py`)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Sequence,
+)
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -393,6 +400,7 @@ class Client(ClientXattrs, ClientLocks):
         known: Attr | None = None,
         empty: bool = False,
         new: bool = False,
+        inline: bool = True,
     ) -> FileReader | FileWriter | FileEditor:
         """A file object: "rb" reads, "wb" creates or truncates and writes, "r+b" changes
         an existing file in place (`FileEditor`: writes at any offset, truncate,
@@ -406,7 +414,9 @@ class Client(ClientXattrs, ClientLocks):
         `known`: a file the caller created and nobody else writes, nothing to
         truncate; see `FileWriter.open`), `new` (with `known` and a name: the writer
         creates the file `known` describes, with the inode number the connection
-        reserved for it, in the transaction its content commits in).
+        reserved for it, in the transaction its content commits in), `inline` (False:
+        a small content goes to blocks too, not into the namenode's inode: for files
+        to be concatenated).
         """
         from plasmafs.client.file_reader import FileReader
         from plasmafs.client.file_writer import COMMIT_EVERY, FileWriter
@@ -420,6 +430,7 @@ class Client(ClientXattrs, ClientLocks):
                 blocksize=blocksize,
                 size_hint=size_hint,
                 commit_every=COMMIT_EVERY if commit_every is None else commit_every,
+                inline=inline,
             ).open(known=known, empty=empty, new=new)
         if isinstance(path, At):
             raise InvalidArgumentError("a file is read by path or inode number")
@@ -500,6 +511,16 @@ class Client(ClientXattrs, ClientLocks):
         followed, or an inode number; not a directory). The file's attributes, with
         one more link."""
         return await self._one_shot(lambda t: t.link(target, path))
+
+    async def concat(self, target: str, sources: Sequence[str]) -> Attr:
+        """Append files `sources` to file `target` in order, then remove them, without
+        copying their data: their blocks become the target's (HDFS's concat). The
+        target's size and every source's but the last must be whole blocks (a
+        multiple of the blocksize); the sources must be regular files with one link
+        and their content in blocks (files written with `inline=False`, or larger
+        than the inline limit). The target's new attributes."""
+        names = list(sources)
+        return await self._one_shot(lambda t: t.concat(target, names))
 
     async def unlink(self, path: Where) -> None:
         """Remove a file or symbolic link."""

@@ -51,6 +51,7 @@ class FileWriter(FileObject):
         blocksize: int = 0,
         size_hint: int | None = None,
         commit_every: int = COMMIT_EVERY,
+        inline: bool = True,
     ) -> None:
         self._begin = txn_factory
         self._channels = channels
@@ -58,6 +59,7 @@ class FileWriter(FileObject):
         self._replication = replication
         self._blocksize = blocksize  # of a file this writer creates (0: the default)
         self._size_hint = size_hint
+        self._inline = inline  # False: even a small content goes to blocks
         self._commit_every = commit_every
         self._txn: Transaction | None = None
         self.attr: Attr | None = None
@@ -326,7 +328,7 @@ class FileWriter(FileObject):
             assert self._txn is not None and self.attr is not None
             t = self._txn
             nothing_sent = self._written == 0 and self._current is None
-            if nothing_sent and 0 < len(self._buffer) <= t.inline_limit:
+            if self._inline and nothing_sent and 0 < len(self._buffer) <= t.inline_limit:
                 # A small file: its content goes to the namenode with the commit.
                 self._written = len(self._buffer)
                 inlined = t.write_inline(self.attr.ino, bytes(self._buffer))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -476,6 +476,15 @@ class Transaction(Reads, XattrChanges):
         else:
             q.target_path = paths.encode(target)
         q.path, q.dir = raw, directory
+        return self._attr(future)
+
+    def concat(self, target: str, sources: Sequence[str]) -> Awaitable[Attr]:
+        """Append the blocks of files `sources` to file `target` in order and remove
+        the sources, copying no data (see Client.concat)."""
+        request, future = self._new()
+        q = request.concat
+        q.target = paths.encode(target)
+        q.sources.extend(paths.encode(s) for s in sources)
         return self._attr(future)
 
     def unlink(self, path: Where) -> Awaitable[None]:

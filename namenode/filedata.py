@@ -242,6 +242,22 @@ class FileData:
             self._free(cs, ino, row.datanode_id, lo + offset, hi - lo, row)
         cs.extents_changed.add(ino)
 
+    async def move_all(self, txn: Txn, source: int, target: int, base: int) -> None:
+        """Move every block of file `source` to file `target`, source block i becoming
+        target block base + i: the rows change file, the blocks stay where they are,
+        their owner stamps recorded with them (ExtentRow.owner)."""
+        cs = txn.cs
+        for row in await self.view(txn, source):
+            self._remove(cs, source, row)
+            moved = dataclasses.replace(
+                row,
+                file_index=row.file_index + base,
+                stamp_ino=row.stamp_ino or source,
+                stamp_shift=row.stamp_shift - base,
+            )
+            self._put(cs, target, moved)
+        cs.extents_changed.update((source, target))
+
     @staticmethod
     def _remove(cs: ChangeSet, ino: int, row: ExtentRow) -> None:
         key = (ino, row.file_index, row.datanode_id)
@@ -294,7 +310,7 @@ class FileData:
             ttl_seconds=self.ticket_ttl if write else self.read_ticket_ttl,
             credential=credential,
             term=self.term(),
-            owner=(ino, row.generation, row.file_index),
+            owner=row.owner(ino),
         )
         node = self.registry.row(row.datanode_id)
         return Replica(

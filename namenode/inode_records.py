@@ -71,13 +71,22 @@ class Listed(NamedTuple):
 class ExtentRow:
     """File blocks [file_index, file_index + block_count) of one replica, stored at
     blocks [block_start, block_start + block_count) of a datanode, allocated in
-    `generation` (its blocks' owner stamp on the datanode: see sql/0012; 0: none)."""
+    `generation` (its blocks' owner stamp on the datanode: see sql/0012; 0: none).
+    Blocks moved here from another file keep that file's stamp: `stamp_ino` (0: this
+    file) and `stamp_shift` (added to a file index gives the stamped one; sql/0018)."""
 
     file_index: int
     block_count: int
     datanode_id: int
     block_start: int
     generation: int = 0
+    stamp_ino: int = 0
+    stamp_shift: int = 0
+
+    def owner(self, ino: int) -> tuple[int, int, int]:
+        """The owner stamp of this extent's first block, as a row of file `ino`:
+        (file, generation, file block index)."""
+        return (self.stamp_ino or ino, self.generation, self.file_index + self.stamp_shift)
 
     @property
     def key(self) -> tuple[int, int]:

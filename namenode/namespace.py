@@ -59,9 +59,10 @@ from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 from plasmafs.namenode.transactions import Transactions
-from plasmafs.namenode.view import MAX_DEPTH, View
+from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
 MAX_LINKS = 65000  # hard links of one inode at most (ext4's limit)
+MAX_CONCAT = 10000  # files appended by one concatenation (S3's parts of an upload)
 
 DIRTREE_LOCK: LockKey = ("dirtree",)
 
@@ -344,6 +345,59 @@ class Namespace:
         t.cs.touch(parent.ino, now)
         return attr
 
+    async def concat(self, txn: Txn | None, target: Place, sources: list[Place]) -> Attr:
+        """Append the blocks of files `sources` to file `target` in order and remove
+        the sources, copying no data (HDFS's concat): each source's blocks become the
+        target's, from the block after its end. The target's size and every source's
+        but the last must therefore be whole blocks; each source is a regular file with
+        one link and no inline content, named once, which the caller may read and
+        remove; the caller may write the target."""
+        t = self.transactions.writable(txn)
+        if not 1 <= len(sources) <= MAX_CONCAT:
+            raise InvalidArgumentError(f"concatenate 1..{MAX_CONCAT} files, not {len(sources)}")
+        seen = await self.view.resolve_place(t.who, t, target, follow_last=True)
+        check_data(t.who, t, seen.attr, W, target.shown)
+        await self.transactions.lock(t, ("i", seen.ino), True)
+        inode = await self.view.inode(t, seen.ino)
+        if inode is None:
+            raise NotFoundError(f"{target.shown} was removed")
+        _check_concatenated(inode, target)
+        check_data(t.who, t, inode.attr, W, target.shown)
+        # Every source is checked before anything changes: a failed operation changes
+        # nothing in its transaction.
+        blocksize, size = inode.attr.blocksize, inode.attr.size
+        before = target
+        found: list[tuple[Inode, Place, Inode]] = []  # (parent, place, source)
+        for where in sources:
+            if size % blocksize:
+                raise InvalidArgumentError(
+                    f"{before.shown} is {size} bytes, not whole blocks of {blocksize}: only "
+                    "the last file concatenated may end inside a block"
+                )
+            _new_name(where, InvalidArgumentError("/ is no file to concatenate"))
+            parent = await self._lock_parent(t, await self._parent_dir(t, where), where)
+            source = await self._locked_entry_inode(t, parent, where.parts[-1], where)
+            if source.ino == inode.ino or any(source.ino == s.ino for _, _, s in found):
+                raise InvalidArgumentError(f"{where.shown} is named twice in one concatenation")
+            _check_concatenated(source, where)
+            check_data(t.who, t, source.attr, R, where.shown)
+            if source.attr.nlink > 1:
+                raise InvalidArgumentError(f"{where.shown} has other links: it cannot move")
+            if source.attr.blocksize != blocksize:
+                raise InvalidArgumentError(f"{where.shown} has another blocksize")
+            found.append((parent, where, source))
+            size += source.attr.size
+            before = where
+        size, now = inode.attr.size, time.time_ns()
+        for parent, where, source in found:
+            await self.data.move_all(t, source.ino, inode.ino, size // blocksize)
+            size += source.attr.size
+            t.cs.delete_inode(source.ino, FileKind.FILE)
+            t.cs.set_entry(parent.ino, where.parts[-1], None)
+            t.cs.touch(parent.ino, now)
+        attr = replace(inode.attr, size=size, mtime_ns=now, ctime_ns=now)
+        return t.cs.put_changed_inode(inode, attr, None)
+
     # The steps every new name takes: lock its parent, check the name is free, build the
     # new inode's attributes, link it in.
 
@@ -589,6 +643,19 @@ class Namespace:
                 return
             node = await self._parent_of_dir(t, node)
         raise StorageError("directory tree deeper than the namenode's walk limit")
+
+
+def _check_concatenated(inode: Inode, where: Place) -> None:
+    """A file a concatenation may take part in: a regular file whose content is in
+    blocks."""
+    if inode.kind is FileKind.DIRECTORY:
+        raise IsDirectoryError(f"{where.shown} is a directory")
+    if inode.kind is not FileKind.FILE:
+        raise InvalidArgumentError(f"{where.shown} is not a regular file")
+    if inode.data is not None:
+        raise InvalidArgumentError(
+            f"{where.shown} keeps its content inline, not in blocks: rewrite it to concatenate"
+        )
 
 
 def _new_name(where: Place, at_root: PlasmaError) -> None:

@@ -68,7 +68,10 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
             "version target data rdev xattrs",
         ),
         ("entries", "parent name ino"),
-        ("extents", "ino file_index datanode_id block_start block_count generation"),
+        (
+            "extents",
+            "ino file_index datanode_id block_start block_count generation stamp_ino stamp_shift",
+        ),
         ("corrupt_blocks", "datanode_id block_start block_count found_at reason"),
     )
 )
@@ -318,8 +321,9 @@ async def _merge_datanodes(conn: asyncpg.Connection, result: LoadResult) -> None
     )
     await conn.execute(
         """INSERT INTO extents (ino, file_index, datanode_id, block_start, block_count,
-                                generation)
-           SELECT e.ino, e.file_index, m.here, e.block_start, e.block_count, e.generation
+                                generation, stamp_ino, stamp_shift)
+           SELECT e.ino, e.file_index, m.here, e.block_start, e.block_count, e.generation,
+                  e.stamp_ino, e.stamp_shift
            FROM dump_extents e JOIN dump_datanode_ids m ON m.dumped = e.datanode_id"""
     )
     await conn.execute(

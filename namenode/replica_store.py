@@ -24,7 +24,9 @@ _GROUPS = """
 SELECT x.ino, x.file_index, x.block_count, i.replication,
        array_agg(x.datanode_id ORDER BY x.datanode_id) AS datanodes,
        array_agg(x.block_start ORDER BY x.datanode_id) AS starts,
-       array_agg(x.generation ORDER BY x.datanode_id) AS generations
+       array_agg(x.generation ORDER BY x.datanode_id) AS generations,
+       array_agg(x.stamp_ino ORDER BY x.datanode_id) AS stamp_inos,
+       array_agg(x.stamp_shift ORDER BY x.datanode_id) AS stamp_shifts
 FROM extents x JOIN inodes i ON i.ino = x.ino
 WHERE x.ino = ANY($1::bigint[])
 GROUP BY x.ino, x.file_index, x.block_count, i.replication
@@ -105,9 +107,10 @@ class FsckEntry:
 
 
 def _group(r: Sequence[Any]) -> BlockGroup:
-    ino, fi, n, rep, datanodes, starts, generations = r
+    ino, fi, n, rep, datanodes, starts, generations, stamp_inos, stamp_shifts = r
     rows = tuple(
-        ExtentRow(fi, n, d, s, g) for d, s, g in zip(datanodes, starts, generations, strict=True)
+        ExtentRow(fi, n, *columns)
+        for columns in zip(datanodes, starts, generations, stamp_inos, stamp_shifts, strict=True)
     )
     return BlockGroup(ino, fi, n, rep, rows)
 
@@ -186,10 +189,14 @@ class ReplicaStore:
         self, datanode: int, after: int, limit: int
     ) -> list[tuple[int, int, int, int, int]]:
         """Committed replica ranges of a datanode starting at or after block `after`:
-        (block_start, block_count, ino, generation, file_index of the first block)."""
+        (block_start, block_count, and the first block's owner stamp: file, generation,
+        block index)."""
         async with self.store.read_connection() as conn:
             rows = await conn.fetch(
-                """SELECT block_start, block_count, ino, generation, file_index FROM extents
+                """SELECT block_start, block_count,
+                          CASE stamp_ino WHEN 0 THEN ino ELSE stamp_ino END, generation,
+                          file_index + stamp_shift
+                   FROM extents
                    WHERE datanode_id = $1 AND block_start >= $2
                    ORDER BY block_start LIMIT $3""",
                 datanode,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -428,7 +429,7 @@ class ReplicationMonitor:
         if start is None:
             return None
         self._next_task += 1
-        copy = ExtentRow(source.file_index, source.block_count, target, start, source.generation)
+        copy = dataclasses.replace(source, datanode_id=target, block_start=start)
         return CopyJob(
             self._task_base + self._next_task, move.ino, source, copy,
             move_from=source.datanode_id,
@@ -471,7 +472,7 @@ class ReplicationMonitor:
         if start is None:
             return None
         self._next_task += 1
-        target = ExtentRow(file_index, block_count, datanode, start, source.generation)
+        target = dataclasses.replace(source, datanode_id=datanode, block_start=start)
         return CopyJob(self._task_base + self._next_task, ino, source, target)
 
     def _well_placed(

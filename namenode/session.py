@@ -447,6 +447,12 @@ async def _link(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> N
     (await s.ns.link(t, target, Place.of(q.path, q.dir))).to_wire(out.attr)
 
 
+async def _concat(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
+    q = r.concat
+    sources = [Place.of(raw) for raw in q.sources]
+    (await s.ns.concat(t, Place.of(q.target), sources)).to_wire(out.attr)
+
+
 async def _readlink(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.readlink
     if q.ino and q.path:
@@ -584,6 +590,7 @@ HANDLERS: dict[str, Handler] = {
     "symlink": _symlink,
     "mknod": _mknod,
     "link": _link,
+    "concat": _concat,
     "readlink": _readlink,
     "fsstat": _fsstat,
     "allocate": _allocate,

@@ -44,7 +44,7 @@ SELECT {INODE_COLUMNS} FROM apply_group(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21, $22, $23,
     $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41,
-    $42)
+    $42, $43, $44)
 """
 
 
@@ -276,7 +276,8 @@ class Store:
         """The committed extents of each inode in `inos` (every key present)."""
         async with self._read() as conn:
             rows = await conn.fetch(
-                """SELECT ino, file_index, datanode_id, block_start, block_count, generation
+                """SELECT ino, file_index, datanode_id, block_start, block_count, generation,
+                          stamp_ino, stamp_shift
                    FROM extents
                    WHERE ino = ANY($1::bigint[]) ORDER BY ino, file_index, datanode_id""",
                 inos,
@@ -285,7 +286,7 @@ class Store:
         for r in rows:
             row = ExtentRow(
                 r["file_index"], r["block_count"], r["datanode_id"], r["block_start"],
-                r["generation"],
+                r["generation"], r["stamp_ino"], r["stamp_shift"],
             )  # fmt: skip
             found[r["ino"]].append(row)
         return {ino: tuple(v) for ino, v in found.items()}
@@ -417,7 +418,7 @@ class Store:
         linked: list[tuple[int, str, int]] = []
         touches: dict[int, list[int]] = {}
         dropped: list[tuple[int, int, int]] = []
-        added: list[tuple[int, int, int, int, int, int]] = []
+        added: list[tuple[int, int, int, int, int, int, int, int]] = []
         released: list[tuple[int, int, int, datetime]] = []
         held: list[tuple[int, int, int]] = []
         for cs in changesets:
@@ -425,8 +426,11 @@ class Store:
                 dropped.append((ino, file_index, datanode))
             for (ino, _, _), x in cs.extents_added.items():
                 added.append(
-                    (ino, x.file_index, x.datanode_id, x.block_start, x.block_count, x.generation)
-                )
+                    (
+                        ino, x.file_index, x.datanode_id, x.block_start, x.block_count,
+                        x.generation, x.stamp_ino, x.stamp_shift,
+                    )
+                )  # fmt: skip
             held_until = datetime.fromtimestamp(cs.held_until, UTC)
             released.extend((d, start, n, held_until) for d, start, n in cs.released)
             held.extend(cs.released_held)
@@ -454,7 +458,7 @@ class Store:
             [touches[i][0] for i in order],
             [touches[i][1] for i in order],
             *_columns(dropped, 3),
-            *_columns(added, 6),
+            *_columns(added, 8),
             *_columns(released, 4),
             *_columns(held, 3),
         )

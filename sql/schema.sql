@@ -56,10 +56,10 @@ CREATE TABLE public.inodes (
 );
 
 --
--- Name: apply_group(bigint, bigint[], smallint[], integer[], bigint[], bigint[], bigint[], bigint[], bigint[], integer[], smallint[], integer[], bigint[], text[], bytea[], bigint[], bytea[], bigint[], text[], bigint[], text[], bigint[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], timestamp with time zone[], integer[], bigint[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_group(bigint, bigint[], smallint[], integer[], bigint[], bigint[], bigint[], bigint[], bigint[], integer[], smallint[], integer[], bigint[], text[], bytea[], bigint[], bytea[], bigint[], text[], bigint[], text[], bigint[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], timestamp with time zone[], integer[], bigint[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_group(p_term bigint, up_ino bigint[], up_kind smallint[], up_mode integer[], up_uid bigint[], up_gid bigint[], up_size bigint[], up_mtime_ns bigint[], up_ctime_ns bigint[], up_nlink integer[], up_replication smallint[], up_blocksize integer[], up_version bigint[], up_target text[], up_data bytea[], up_rdev bigint[], up_xattrs bytea[], unlink_parent bigint[], unlink_name text[], link_parent bigint[], link_name text[], link_ino bigint[], removed_ino bigint[], touch_ino bigint[], touch_mtime_ns bigint[], touch_nlink_delta integer[], drop_ino bigint[], drop_file_index bigint[], drop_datanode integer[], add_ino bigint[], add_file_index bigint[], add_datanode integer[], add_block_start bigint[], add_block_count bigint[], add_generation bigint[], rel_datanode integer[], rel_block_start bigint[], rel_block_count bigint[], rel_reusable_after timestamp with time zone[], held_datanode integer[], held_block_start bigint[], held_block_count bigint[]) RETURNS SETOF public.inodes
+CREATE FUNCTION public.apply_group(p_term bigint, up_ino bigint[], up_kind smallint[], up_mode integer[], up_uid bigint[], up_gid bigint[], up_size bigint[], up_mtime_ns bigint[], up_ctime_ns bigint[], up_nlink integer[], up_replication smallint[], up_blocksize integer[], up_version bigint[], up_target text[], up_data bytea[], up_rdev bigint[], up_xattrs bytea[], unlink_parent bigint[], unlink_name text[], link_parent bigint[], link_name text[], link_ino bigint[], removed_ino bigint[], touch_ino bigint[], touch_mtime_ns bigint[], touch_nlink_delta integer[], drop_ino bigint[], drop_file_index bigint[], drop_datanode integer[], add_ino bigint[], add_file_index bigint[], add_datanode integer[], add_block_start bigint[], add_block_count bigint[], add_generation bigint[], add_stamp_ino bigint[], add_stamp_shift bigint[], rel_datanode integer[], rel_block_start bigint[], rel_block_count bigint[], rel_reusable_after timestamp with time zone[], held_datanode integer[], held_block_start bigint[], held_block_count bigint[]) RETURNS SETOF public.inodes
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -90,9 +90,10 @@ BEGIN
     END IF;
     IF cardinality(add_ino) > 0 THEN
         INSERT INTO extents (ino, file_index, datanode_id, block_start, block_count,
-                             generation)
+                             generation, stamp_ino, stamp_shift)
         SELECT * FROM unnest(add_ino, add_file_index, add_datanode, add_block_start,
-                             add_block_count, add_generation);
+                             add_block_count, add_generation, add_stamp_ino,
+                             add_stamp_shift);
     END IF;
     IF cardinality(rel_datanode) > 0 THEN
         INSERT INTO released_extents (datanode_id, block_start, block_count, reusable_after)
@@ -268,6 +269,8 @@ CREATE TABLE public.extents (
     block_start bigint NOT NULL,
     block_count bigint NOT NULL,
     generation bigint DEFAULT 0 NOT NULL,
+    stamp_ino bigint DEFAULT 0 NOT NULL,
+    stamp_shift bigint DEFAULT 0 NOT NULL,
     CONSTRAINT extents_range_check CHECK (((file_index >= 0) AND (block_start >= 0) AND (block_count > 0)))
 );
 

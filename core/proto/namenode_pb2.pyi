@@ -335,6 +335,14 @@ class MakeNode(_message.Message):
     rdev: int
     def __init__(self, path: _Optional[bytes] = ..., dir: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., rdev: _Optional[int] = ...) -> None: ...
 
+class Concat(_message.Message):
+    __slots__ = ("target", "sources")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    target: bytes
+    sources: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, target: _Optional[bytes] = ..., sources: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class ReadLink(_message.Message):
     __slots__ = ("path", "ino")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -584,7 +592,7 @@ class LocalCaller(_message.Message):
     def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., groups: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod", "link", "getxattr", "listxattrs", "setxattr", "removexattr", "set_lock", "test_lock", "cancel_lock_wait", "release_locks")
+    __slots__ = ("id", "txn", "caller", "begin", "commit", "abort", "lookup", "getattr", "readdir", "mkdir", "create", "unlink", "rmdir", "rename", "setattr", "symlink", "readlink", "fsstat", "allocate", "blocks", "report_corrupt", "sync", "write_inline", "summarize", "walk", "reserve_inodes", "release_leases", "lease_news", "lease_dir", "mknod", "link", "getxattr", "listxattrs", "setxattr", "removexattr", "set_lock", "test_lock", "cancel_lock_wait", "release_locks", "concat")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
@@ -624,6 +632,7 @@ class Request(_message.Message):
     TEST_LOCK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_LOCK_WAIT_FIELD_NUMBER: _ClassVar[int]
     RELEASE_LOCKS_FIELD_NUMBER: _ClassVar[int]
+    CONCAT_FIELD_NUMBER: _ClassVar[int]
     id: int
     txn: int
     caller: LocalCaller
@@ -663,7 +672,8 @@ class Request(_message.Message):
     test_lock: TestLock
     cancel_lock_wait: CancelLockWait
     release_locks: ReleaseLocks
-    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ..., link: _Optional[_Union[Link, _Mapping]] = ..., getxattr: _Optional[_Union[GetXattr, _Mapping]] = ..., listxattrs: _Optional[_Union[ListXattrs, _Mapping]] = ..., setxattr: _Optional[_Union[SetXattr, _Mapping]] = ..., removexattr: _Optional[_Union[RemoveXattr, _Mapping]] = ..., set_lock: _Optional[_Union[SetLock, _Mapping]] = ..., test_lock: _Optional[_Union[TestLock, _Mapping]] = ..., cancel_lock_wait: _Optional[_Union[CancelLockWait, _Mapping]] = ..., release_locks: _Optional[_Union[ReleaseLocks, _Mapping]] = ...) -> None: ...
+    concat: Concat
+    def __init__(self, id: _Optional[int] = ..., txn: _Optional[int] = ..., caller: _Optional[_Union[LocalCaller, _Mapping]] = ..., begin: _Optional[_Union[Begin, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., lookup: _Optional[_Union[Lookup, _Mapping]] = ..., getattr: _Optional[_Union[GetAttr, _Mapping]] = ..., readdir: _Optional[_Union[ReadDir, _Mapping]] = ..., mkdir: _Optional[_Union[MkDir, _Mapping]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., unlink: _Optional[_Union[Unlink, _Mapping]] = ..., rmdir: _Optional[_Union[RmDir, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., setattr: _Optional[_Union[SetAttr, _Mapping]] = ..., symlink: _Optional[_Union[Symlink, _Mapping]] = ..., readlink: _Optional[_Union[ReadLink, _Mapping]] = ..., fsstat: _Optional[_Union[FsStat, _Mapping]] = ..., allocate: _Optional[_Union[AllocateBlocks, _Mapping]] = ..., blocks: _Optional[_Union[GetBlocks, _Mapping]] = ..., report_corrupt: _Optional[_Union[ReportCorrupt, _Mapping]] = ..., sync: _Optional[_Union[Sync, _Mapping]] = ..., write_inline: _Optional[_Union[WriteInline, _Mapping]] = ..., summarize: _Optional[_Union[Summarize, _Mapping]] = ..., walk: _Optional[_Union[Walk, _Mapping]] = ..., reserve_inodes: _Optional[_Union[ReserveInodes, _Mapping]] = ..., release_leases: _Optional[_Union[ReleaseLeases, _Mapping]] = ..., lease_news: _Optional[_Union[LeaseNews, _Mapping]] = ..., lease_dir: _Optional[_Union[LeaseDir, _Mapping]] = ..., mknod: _Optional[_Union[MakeNode, _Mapping]] = ..., link: _Optional[_Union[Link, _Mapping]] = ..., getxattr: _Optional[_Union[GetXattr, _Mapping]] = ..., listxattrs: _Optional[_Union[ListXattrs, _Mapping]] = ..., setxattr: _Optional[_Union[SetXattr, _Mapping]] = ..., removexattr: _Optional[_Union[RemoveXattr, _Mapping]] = ..., set_lock: _Optional[_Union[SetLock, _Mapping]] = ..., test_lock: _Optional[_Union[TestLock, _Mapping]] = ..., cancel_lock_wait: _Optional[_Union[CancelLockWait, _Mapping]] = ..., release_locks: _Optional[_Union[ReleaseLocks, _Mapping]] = ..., concat: _Optional[_Union[Concat, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
