@@ -17,13 +17,14 @@ from aiohttp import web
 
 from plasmafs.client.callers import LocalCaller, acting_for
 from plasmafs.core import errors as pfs
-from plasmafs.gateway import buckets, objects
+from plasmafs.gateway import buckets, multipart, objects
 from plasmafs.gateway.requests import Gateway, S3Request
 from plasmafs.gateway.s3_errors import (
     S3Error,
     access_denied,
     from_plasma,
     invalid_argument,
+    invalid_request,
     not_implemented,
 )
 from plasmafs.gateway.sigv4 import (
@@ -50,8 +51,6 @@ UNSUPPORTED = {
     "ownershipControls": "Ownership controls", "publicAccessBlock": "Public access blocks",
     "torrent": "Torrents", "restore": "Restore", "select": "S3 Select",
     "attributes": "GetObjectAttributes", "intelligent-tiering": "Intelligent tiering",
-    "uploads": "Multipart upload", "uploadId": "Multipart upload",
-    "partNumber": "Multipart upload",
 }  # fmt: skip
 
 
@@ -151,6 +150,10 @@ async def _route(s3: S3Request, raw_path: str) -> web.StreamResponse:
         raise _not_allowed(method)
     if not key:
         return await _bucket_operation(s3, bucket, method)
+    if "uploadId" in query or "uploads" in query:
+        return await _upload_operation(s3, bucket, key, method)
+    if "partNumber" in query and method not in ("GET", "HEAD"):
+        raise invalid_request("partNumber goes with an uploadId")
     if method == "PUT":
         return await objects.put_object(s3, bucket, key)
     if method in ("GET", "HEAD"):
@@ -159,6 +162,24 @@ async def _route(s3: S3Request, raw_path: str) -> web.StreamResponse:
         return await objects.delete_object(s3, bucket, key)
     if method == "POST":
         raise not_implemented("POST to an object")
+    raise _not_allowed(method)
+
+
+async def _upload_operation(
+    s3: S3Request, bucket: str, key: str, method: str
+) -> web.StreamResponse:
+    """The multipart upload requests (an `uploads` or `uploadId` subresource)."""
+    if "uploads" in s3.request.query:
+        if method == "POST":
+            return await multipart.create_upload(s3, bucket, key)
+    elif method == "PUT":
+        return await multipart.upload_part(s3, bucket, key)
+    elif method == "GET":
+        return await multipart.list_parts(s3, bucket, key)
+    elif method == "POST":
+        return await multipart.complete_upload(s3, bucket, key)
+    elif method == "DELETE":
+        return await multipart.abort_upload(s3, bucket, key)
     raise _not_allowed(method)
 
 
@@ -171,6 +192,8 @@ async def _bucket_operation(s3: S3Request, bucket: str, method: str) -> web.Stre
             return await buckets.bucket_versioning(s3, bucket)
         if "versions" in query:
             return await buckets.list_versions(s3, bucket)
+        if "uploads" in query:
+            return await multipart.list_uploads(s3, bucket)
         return await buckets.list_bucket(s3, bucket)
     if method == "HEAD":
         return await buckets.head_bucket(s3, bucket)

@@ -125,18 +125,21 @@ async def bucket_versioning(s3: S3Request, bucket: str) -> web.Response:
     return _xml(result("VersioningConfiguration", ""))
 
 
-def _max_keys(query: object) -> int:
-    text = query.get("max-keys", str(MAX_KEYS))  # type: ignore[attr-defined]
+def bounded_count(query: object, name: str, limit: int) -> int:
+    """A listing's count parameter (max-keys, max-parts, ...): `limit` when absent,
+    at most `limit`."""
+    text = query.get(name, str(limit))  # type: ignore[attr-defined]
     try:
         value = int(text)
     except ValueError:
-        raise invalid_argument("max-keys is not a number") from None
+        raise invalid_argument(f"{name} is not a number") from None
     if value < 0:
-        raise invalid_argument("max-keys is negative")
-    return min(value, MAX_KEYS)
+        raise invalid_argument(f"{name} is negative")
+    return min(value, limit)
 
 
-def _encoding(query: object) -> bool:
+def url_encoding(query: object) -> bool:
+    """Whether the listing's keys go out percent-encoded (encoding-type=url)."""
     kind = query.get("encoding-type")  # type: ignore[attr-defined]
     if kind is None:
         return False
@@ -183,7 +186,7 @@ async def _listed(s3: S3Request, bucket: str, after: str) -> _Asked:
     max-keys and encoding-type ask for."""
     query = s3.request.query
     prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
-    max_keys, url = _max_keys(query), _encoding(query)
+    max_keys, url = bounded_count(query, "max-keys", MAX_KEYS), url_encoding(query)
     listing = await list_objects(
         s3.gateway.fs, bucket_path(s3.gateway.root, bucket), prefix, delimiter, after, max_keys
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from plasmafs.client import Client
 from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr
+from plasmafs.gateway.s3_errors import not_implemented
 
 XATTR = b"user.s3"
 # Headers kept and given back as they were sent.
@@ -30,6 +31,9 @@ STORED_HEADERS = (
     "Expires",
 )
 MAX_USER_METADATA = 2048  # bytes of names and values, as S3
+# Part sizes kept: 2,000 runs of "[size,count]," fit the attribute (64 KiB) with the rest.
+MAX_PART_RUNS = 2000
+UNKNOWN_SIZE = -1
 
 
 @dataclass(slots=True)
@@ -42,6 +46,9 @@ class ObjectMeta:
     headers: dict[str, str] = field(default_factory=dict)
     user: dict[str, str] = field(default_factory=dict)  # x-amz-meta-* names, lowercase
     checksum: tuple[str, str] | None = None  # (algorithm, base64 value)
+    checksum_type: str = ""  # a multipart object's: COMPOSITE or FULL_OBJECT
+    # A multipart object's part sizes, as runs of (size, count).
+    parts: list[tuple[int, int]] = field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         """The xattr value."""
@@ -52,6 +59,10 @@ class ObjectMeta:
             blob["user"] = self.user
         if self.checksum:
             blob["checksum"] = list(self.checksum)
+        if self.checksum_type:
+            blob["checksum_type"] = self.checksum_type
+        if self.parts:
+            blob["parts"] = [list(run) for run in self.parts]
         return json.dumps(blob, separators=(",", ":")).encode()
 
     @classmethod
@@ -67,6 +78,8 @@ class ObjectMeta:
                 {str(k): str(v) for k, v in dict(blob.get("headers", {})).items()},
                 {str(k): str(v) for k, v in dict(blob.get("user", {})).items()},
                 (str(checksum[0]), str(checksum[1])) if checksum else None,
+                str(blob.get("checksum_type", "")),
+                [(int(size), int(count)) for size, count in blob.get("parts", [])],
             )
         except (ValueError, TypeError, AttributeError, IndexError):
             return cls()
@@ -80,6 +93,39 @@ class ObjectMeta:
     def current(self, attr: Attr) -> bool:
         """Whether the meta was written with the file's present content."""
         return self.size == attr.size and self.mtime_ns == attr.mtime_ns
+
+    @property
+    def parts_count(self) -> int:
+        """A multipart object's number of parts (0: not one)."""
+        return sum(count for _, count in self.parts)
+
+    def part_range(self, number: int) -> tuple[int, int] | None:
+        """The (first, end) bytes of part `number` of a multipart object (None: no such
+        part)."""
+        first = 0
+        if self.parts and self.parts[0][0] == UNKNOWN_SIZE:
+            raise not_implemented("partNumber of an object of over 2,000 runs of part sizes")
+        for size, count in self.parts:
+            if number <= count:
+                first += (number - 1) * size
+                return first, first + size
+            number -= count
+            first += size * count
+        return None
+
+
+def part_runs(sizes: list[int]) -> list[tuple[int, int]]:
+    """Part sizes as runs of (size, count): an upload's parts are mostly one size. Too
+    many runs for the attribute: one run of unknown size (UNKNOWN_SIZE)."""
+    runs: list[tuple[int, int]] = []
+    for size in sizes:
+        if runs and runs[-1][0] == size:
+            runs[-1] = (size, runs[-1][1] + 1)
+        else:
+            runs.append((size, 1))
+    if len(runs) > MAX_PART_RUNS:
+        return [(UNKNOWN_SIZE, len(sizes))]
+    return runs
 
 
 async def read_meta(fs: Client, attr: Attr) -> ObjectMeta:

@@ -36,7 +36,13 @@ from plasmafs.gateway.object_meta import (
     read_meta,
 )
 from plasmafs.gateway.payload_checks import PayloadChecks
-from plasmafs.gateway.s3_errors import S3Error, from_plasma, invalid_request, no_such_key
+from plasmafs.gateway.s3_errors import (
+    S3Error,
+    from_plasma,
+    invalid_argument,
+    invalid_request,
+    no_such_key,
+)
 from plasmafs.gateway.sigv4 import UNSIGNED
 from plasmafs.gateway.xml_replies import element, http_time, result
 
@@ -48,6 +54,7 @@ NO_COMMIT_STEPS = 1 << 62  # one commit, at the end
 PARENT_ATTEMPTS = 3
 MAX_DELETE_BODY = 2 * 1024 * 1024
 MAX_DELETE_KEYS = 1000
+MAX_PART_NUMBER = 10_000
 EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 _RESPONSE_OVERRIDES = {
     "response-content-type": "Content-Type",
@@ -83,11 +90,48 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     await s3.bucket_exists(bucket)
     if key.endswith("/"):
         return await _put_directory(s3, bucket, key, path)
-    meta = ObjectMeta(headers=_stored_headers(request), user=_user_metadata(request))
-    declared = _declared_length(request, s3.signature.payload_hash)
-    checks = PayloadChecks(request.headers, _payload_sha256(s3.signature.payload_hash))
+    meta = ObjectMeta(headers=stored_headers(request), user=user_metadata(request))
     staged = staging_path(s3.gateway.root, uuid.uuid4().hex)
-    writer = await fs.open(staged, "wb", size_hint=declared, commit_every=NO_COMMIT_STEPS)
+    await receive(s3, staged, meta)
+    try:
+        replace = await put_conditions(s3, key, path)
+        await move_into_place(fs, s3.gateway.root, bucket, key, staged, path, replace)
+    except BaseException:
+        with contextlib.suppress(pfs.PlasmaError):
+            await fs.unlink(staged)
+        raise
+    return web.Response(status=200, headers=written_headers(meta))
+
+
+def written_headers(meta: ObjectMeta) -> dict[str, str]:
+    """The headers answering a PUT of content `meta` describes: its ETag, and the
+    checksum it was sent with."""
+    headers = {"ETag": f'"{meta.etag}"'}
+    if meta.checksum is not None:
+        headers[f"x-amz-checksum-{meta.checksum[0]}"] = meta.checksum[1]
+    return headers
+
+
+async def receive(
+    s3: S3Request,
+    staged: str,
+    meta: ObjectMeta,
+    *,
+    inline: bool = True,
+    algorithm: str | None = None,
+) -> None:
+    """Write the request's body to the new file `staged`, checking it as it streams,
+    and commit it with `meta` completed (ETag, size, time, checksum) as its S3
+    attributes once every check passed; nothing is committed otherwise. `inline`
+    False: a small body goes to blocks too (a part to be concatenated); `algorithm`:
+    the checksum computed if the request sends none (see PayloadChecks)."""
+    request = s3.request
+    declared = _declared_length(request, s3.signature.payload_hash)
+    payload_sha256 = _payload_sha256(s3.signature.payload_hash)
+    checks = PayloadChecks(request.headers, payload_sha256, algorithm)
+    writer = await s3.gateway.fs.open(
+        staged, "wb", size_hint=declared, commit_every=NO_COMMIT_STEPS, inline=inline
+    )
     assert isinstance(writer, FileWriter)
     try:
         body = _body(s3)
@@ -113,20 +157,9 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     except BaseException:
         await writer.abort()
         raise
-    try:
-        replace = await _put_conditions(s3, key, path)
-        await _move_into_place(fs, s3.gateway.root, bucket, key, staged, path, replace)
-    except BaseException:
-        with contextlib.suppress(pfs.PlasmaError):
-            await fs.unlink(staged)
-        raise
-    headers = {"ETag": f'"{meta.etag}"'}
-    if meta.checksum is not None:
-        headers[f"x-amz-checksum-{meta.checksum[0]}"] = meta.checksum[1]
-    return web.Response(status=200, headers=headers)
 
 
-async def _put_conditions(s3: S3Request, key: str, path: str) -> bool:
+async def put_conditions(s3: S3Request, key: str, path: str) -> bool:
     """Check a PUT's If-Match and If-None-Match against the object there now (S3's
     conditional writes); False: the key must not exist when the new one goes in
     (If-None-Match: *, made atomic by the rename)."""
@@ -149,7 +182,7 @@ async def _put_conditions(s3: S3Request, key: str, path: str) -> bool:
     return not (if_none_match is not None and if_none_match.strip() == "*")
 
 
-async def _move_into_place(
+async def move_into_place(
     fs: Client, root: str, bucket: str, key: str, staged: str, path: str, replace: bool
 ) -> None:
     """Rename the staged file to `path` (over an object there if `replace`), making
@@ -225,7 +258,7 @@ def _declared_length(request: web.Request, payload_hash: str) -> int | None:
     return request.content_length
 
 
-def _stored_headers(request: web.Request) -> dict[str, str]:
+def stored_headers(request: web.Request) -> dict[str, str]:
     stored = {h: request.headers[h] for h in STORED_HEADERS if h in request.headers}
     # aws-chunked is how this request's body was sent, not what the object is.
     encodings = [e.strip() for e in stored.get("Content-Encoding", "").split(",") if e.strip()]
@@ -246,7 +279,7 @@ def _text(value: str) -> str:
         return value
 
 
-def _user_metadata(request: web.Request) -> dict[str, str]:
+def user_metadata(request: web.Request) -> dict[str, str]:
     found = {
         name.lower().removeprefix("x-amz-meta-"): _text(value)
         for name, value in request.headers.items()
@@ -302,13 +335,14 @@ async def get_object(s3: S3Request, bucket: str, key: str, *, head: bool) -> web
             return web.Response(
                 status=304, headers={k: headers[k] for k in ("ETag", "Last-Modified")}
             )
-        wanted = byte_range(s3.request.headers.get("Range"), attr.size)
+        wanted = _wanted(s3, attr, meta, headers)
         first, end = wanted if wanted is not None else (0, attr.size)
         status = 206 if wanted is not None else 200
         if wanted is not None:
             headers["Content-Range"] = f"bytes {first}-{end - 1}/{attr.size}"
         elif meta.checksum and meta.current(attr) and _checksum_mode(s3):
             headers[f"x-amz-checksum-{meta.checksum[0]}"] = meta.checksum[1]
+            headers["x-amz-checksum-type"] = meta.checksum_type or "FULL_OBJECT"
         response = web.StreamResponse(status=status, headers=headers)
         response.content_length = end - first
         await response.prepare(s3.request)
@@ -319,6 +353,41 @@ async def get_object(s3: S3Request, bucket: str, key: str, *, head: bool) -> web
             await response.write(bytes(piece) if isinstance(piece, memoryview) else piece)
         await response.write_eof()
         return response
+
+
+def _wanted(
+    s3: S3Request, attr: Attr, meta: ObjectMeta, headers: dict[str, str]
+) -> tuple[int, int] | None:
+    """The bytes a GET asks for: a Range, or one part of a multipart object (with its
+    number of parts in `headers`); None: the whole object."""
+    asked = s3.request.query.get("partNumber")
+    if asked is None:
+        return byte_range(s3.request.headers.get("Range"), attr.size)
+    if "Range" in s3.request.headers:
+        raise invalid_request("Cannot specify both Range header and partNumber query parameter")
+    number = part_number(asked)
+    if meta.parts and meta.current(attr):
+        headers["x-amz-mp-parts-count"] = str(meta.parts_count)
+        wanted = meta.part_range(number)
+    else:  # one part: the whole object
+        wanted = (0, attr.size) if number == 1 else None
+    if wanted is None:
+        raise S3Error(
+            "InvalidPart", 400, "The requested partnumber is not satisfiable",
+            PartNumber=str(number),
+        )  # fmt: skip
+    return None if wanted == (0, attr.size) and not meta.parts else wanted
+
+
+def part_number(text: str | None) -> int:
+    """A partNumber parameter: 1 to 10,000."""
+    try:
+        number = int(text or "")
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_PART_NUMBER:
+        raise invalid_argument(f"Part number must be an integer between 1 and {MAX_PART_NUMBER}")
+    return number
 
 
 def _checksum_mode(s3: S3Request) -> bool:

@@ -1,7 +1,7 @@
 """The checks of an uploaded body, computed while it streams: the MD5 an ETag is made
 of, Content-MD5, the SHA-256 a signature covers (x-amz-content-sha256), and the
-checksums the SDKs send (x-amz-checksum-crc32, -crc32c, -sha1, -sha256, in a header or
-an aws-chunked trailer). `finish` raises S3's error for the first that fails, before
+checksums the SDKs send (x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1, -sha256, in
+a header or an aws-chunked trailer). `finish` raises S3's error for the first that fails, before
 anything is committed."""
 
 from __future__ import annotations
@@ -10,43 +10,49 @@ import base64
 import binascii
 import hashlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import crc32c
+from awscrt import checksums
 
 from plasmafs.gateway.s3_errors import S3Error, invalid_request
 
-ALGORITHMS = ("crc32", "crc32c", "sha1", "sha256")
-UNSUPPORTED_ALGORITHMS = ("crc64nvme",)
+ALGORITHMS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
 
 
-class _Running(Protocol):
+class RunningDigest(Protocol):
+    """hashlib's interface, which the CRCs take too."""
+
     def update(self, data: bytes | memoryview) -> None: ...
 
     def digest(self) -> bytes: ...
 
 
 class _Crc:
-    def __init__(self, castagnoli: bool) -> None:
+    def __init__(self, step: Callable[[bytes | memoryview, int], int], size: int) -> None:
         self.value = 0
-        self.castagnoli = castagnoli
+        self.step = step
+        self.size = size  # bytes of the digest
 
     def update(self, data: bytes | memoryview) -> None:
-        if self.castagnoli:
-            self.value = crc32c.crc32c(data, self.value)
-        else:
-            self.value = zlib.crc32(data, self.value)
+        self.value = self.step(data, self.value)
 
     def digest(self) -> bytes:
-        return self.value.to_bytes(4, "big")
+        return self.value.to_bytes(self.size, "big")
 
 
-def _running(algorithm: str) -> _Running:
-    if algorithm == "crc32":
-        return _Crc(False)
-    if algorithm == "crc32c":
-        return _Crc(True)
+_CRCS: dict[str, tuple[Callable[[bytes | memoryview, int], int], int]] = {
+    "crc32": (zlib.crc32, 4),
+    "crc32c": (crc32c.crc32c, 4),
+    "crc64nvme": (checksums.crc64nvme, 8),
+}
+
+
+def running(algorithm: str) -> RunningDigest:
+    """A running digest of `algorithm` (one of ALGORITHMS)."""
+    if algorithm in _CRCS:
+        return _Crc(*_CRCS[algorithm])
     return hashlib.new(algorithm)
 
 
@@ -70,10 +76,6 @@ def checksum_algorithm(headers: Mapping[str, str]) -> str | None:
     if not found:
         return None
     (algorithm,) = found
-    if algorithm in UNSUPPORTED_ALGORITHMS:
-        raise S3Error(
-            "InvalidRequest", 400, f"checksum algorithm {algorithm.upper()} is not supported"
-        )
     if algorithm not in ALGORITHMS:
         raise invalid_request(f"unknown checksum algorithm {algorithm!r}")
     return algorithm
@@ -82,14 +84,25 @@ def checksum_algorithm(headers: Mapping[str, str]) -> str | None:
 class PayloadChecks:
     """Running digests of one body and what they must come to."""
 
-    def __init__(self, headers: Mapping[str, str], payload_sha256: str | None) -> None:
+    def __init__(
+        self,
+        headers: Mapping[str, str],
+        payload_sha256: str | None,
+        algorithm: str | None = None,
+    ) -> None:
+        """`algorithm`: a checksum computed when the request declares none (a part of
+        an upload that has one); a request that declares another is refused."""
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.size = 0
         self._sha256 = hashlib.sha256() if payload_sha256 else None
         self._payload_sha256 = payload_sha256
         self._content_md5 = _content_md5(headers.get("Content-MD5"))
-        self.algorithm = checksum_algorithm(headers)
-        self._checksum = _running(self.algorithm) if self.algorithm else None
+        self.algorithm = checksum_algorithm(headers) or algorithm
+        if algorithm is not None and self.algorithm != algorithm:
+            raise invalid_request(
+                f"this upload's checksum is {algorithm.upper()}, not {self.algorithm}"
+            )
+        self._checksum = running(self.algorithm) if self.algorithm else None
         header = f"x-amz-checksum-{self.algorithm}" if self.algorithm else None
         self._expected = headers.get(header) if header else None
 

@@ -4,6 +4,7 @@ shared parts (the cluster client, the root, the region, the signing keys)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -28,6 +29,7 @@ class Gateway:
     root: str
     region: str
     signing_keys: SigningKeys
+    min_part_size: int = 5 * 1024 * 1024  # of a multipart upload's parts but the last
     _names: dict[int, str] = field(default_factory=dict)
     _names_at: float = -NAMES_KEPT_SECONDS
 
@@ -67,17 +69,29 @@ class S3Request:
         if not attr.is_dir:
             raise no_such_bucket(bucket)
 
-    async def read_body(self, limit: int) -> bytes:
-        """The whole (small) body; EntityTooLarge past `limit` bytes."""
+    async def read_body(self, limit: int, *, checksum_headers: bool = True) -> bytes:
+        """The whole (small) body; EntityTooLarge past `limit` bytes. `checksum_headers`
+        False: x-amz-checksum-* describe something else than the body (the object a
+        CompleteMultipartUpload makes), and only Content-MD5 and the signed SHA-256 are
+        checked."""
         body = await self.request.content.read(limit + 1)
         if len(body) > limit:
             raise S3Error("EntityTooLarge", 400, f"this request's body is limited to {limit} bytes")
         payload_hash = self.signature.payload_hash
         if payload_hash.startswith("STREAMING-"):
             raise S3Error("InvalidRequest", 400, "this request's body is not sent aws-chunked")
-        checks = PayloadChecks(
-            self.request.headers, None if payload_hash == UNSIGNED else payload_hash
-        )
+        headers: Mapping[str, str] = self.request.headers
+        if not checksum_headers:
+            headers = {k: v for k, v in headers.items() if not _checksum_header(k)}
+        checks = PayloadChecks(headers, None if payload_hash == UNSIGNED else payload_hash)
         checks.update(body)
         checks.finish()
         return body
+
+
+def _checksum_header(name: str) -> bool:
+    lower = name.lower()
+    return lower.startswith("x-amz-checksum-") or lower in (
+        "x-amz-sdk-checksum-algorithm",
+        "x-amz-trailer",
+    )

@@ -40,6 +40,11 @@ class GatewaySettings(DaemonSettings):
     )
     root: str = Field(default="/", description="the directory whose subdirectories are buckets")
     region: str = Field(default="us-east-1", description="the region the gateway reports")
+    min_part_size: int = Field(
+        default=5 * 1024 * 1024,
+        ge=1,
+        description="the smallest size of a multipart upload's parts but the last (S3's)",
+    )
     ready_file: Path | None = Field(
         default=None, description="write the bound host:port here once serving"
     )

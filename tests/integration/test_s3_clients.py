@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import GatewayProcess, s3_client
 
 
 def _aws(gateway: GatewayProcess, keys: tuple[str, str], home: Path, *args: str) -> str:
@@ -84,6 +84,14 @@ def test_the_aws_cli_copies_syncs_lists_and_removes(
     assert _tree(back) == files
     aws("s3", "cp", "s3://cli/one/a.txt", str(tmp_path / "a.copy"))
     assert (tmp_path / "a.copy").read_bytes() == b"alpha"
+    big = tmp_path / "big.bin"  # past the CLI's 8 MiB threshold: sent in two parts
+    big.write_bytes(os.urandom(9 * 1024 * 1024 + 5))
+    aws("s3", "cp", str(big), "s3://cli/big.bin")
+    head = aws("s3api", "head-object", "--bucket", "cli", "--key", "big.bin")
+    assert '-2\\""' in head
+    aws("s3", "cp", "s3://cli/big.bin", str(tmp_path / "big.back"))
+    assert (tmp_path / "big.back").read_bytes() == big.read_bytes()
+    aws("s3", "rm", "s3://cli/big.bin")
     aws("s3", "rm", "s3://cli/tree/", "--recursive")
     assert aws("s3", "ls", "s3://cli/", "--recursive").split()[-1] == "one/a.txt"
     aws("s3", "rm", "s3://cli/one/a.txt")
@@ -126,8 +134,8 @@ def test_s3fs_through_fsspec(
 def test_pyarrow_scans_a_parquet_dataset(
     gateway: GatewayProcess, alice_keys: tuple[str, str]
 ) -> None:
-    """Written through s3fs (pyarrow's own writer uploads in parts: not yet), read with
-    pyarrow's S3FileSystem: listing, ranges of each file, a filter on the partitions."""
+    """Written through s3fs, read with pyarrow's S3FileSystem: listing, ranges of each
+    file, a filter on the partitions."""
     writer = _s3fs(gateway, alice_keys)
     writer.mkdir("arrow")
     table = pa.table({"part": [k % 3 for k in range(30_000)], "value": list(range(30_000))})
@@ -146,6 +154,27 @@ def test_pyarrow_scans_a_parquet_dataset(
     info = s3.get_file_info(pafs.FileSelector("arrow/data", recursive=True))
     assert sum(1 for i in info if i.type == pafs.FileType.File) == 3
     assert pq.read_table("arrow/data/part=2", filesystem=s3).num_rows == 10_000
+
+
+def test_pyarrow_writes_in_parts(gateway: GatewayProcess, alice_keys: tuple[str, str]) -> None:
+    """pyarrow's own S3 writer uploads in parts of 10 MiB (a small file as one part)."""
+    s3 = pafs.S3FileSystem(
+        access_key=alice_keys[0], secret_key=alice_keys[1], endpoint_override=gateway.address,
+        scheme="http", region="us-east-1", allow_bucket_creation=True,
+    )  # fmt: skip
+    s3.create_dir("arrowout")
+    data = os.urandom(12 * 1024 * 1024)
+    for name, content in (("big", data), ("small", data[:1000])):
+        with s3.open_output_stream(f"arrowout/{name}") as out:
+            for k in range(0, len(content), 1 << 20):
+                out.write(content[k : k + (1 << 20)])
+        with s3.open_input_stream(f"arrowout/{name}") as back:
+            assert back.read() == content
+    etags = {
+        name: s3_client(gateway.url, *alice_keys).head_object(Bucket="arrowout", Key=name)["ETag"]
+        for name in ("big", "small")
+    }
+    assert etags["big"].endswith('-2"') and etags["small"].endswith('-1"')
 
 
 def test_rclone_copies_and_checks(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ class GatewayProcess:
     workdir: Path
     token_file: Path
     root: str = "/"
+    env: dict[str, str] = field(default_factory=dict)  # PFS_GATEWAY_* settings
     proc: subprocess.Popen[bytes] | None = None
     address: str = ""
 
@@ -40,7 +41,7 @@ class GatewayProcess:
             "plasmafs.gateway", "--namenode", self.namenode, "--token-file",
             str(self.token_file), "--listen", "127.0.0.1:0", "--root", self.root,
         ]  # fmt: skip
-        self.proc, addresses = start_daemon("gateway", self.workdir, args)
+        self.proc, addresses = start_daemon("gateway", self.workdir, args, extra_env=self.env)
         self.address = addresses[0]
         return self
 
@@ -86,6 +87,7 @@ def s3_client(url: str, access_key_id: str, secret: str, **config: Any) -> Any:
 
 
 ROOT = "/s3"
+MIN_TEST_PART = 64 * 1024
 
 
 @pytest.fixture
@@ -103,8 +105,10 @@ def gateway(
     work = tmp_path / "gateway"
     work.mkdir()
     process = GatewayProcess(
-        data_cluster.namenode.address, work, cluster_pki / "root.token", root=s3_root
-    )
+        data_cluster.namenode.address, work, cluster_pki / "root.token", root=s3_root,
+        # Parts of a block (64 KiB) may be completed: the test datanodes hold 16 MiB each.
+        env={"PFS_GATEWAY_MIN_PART_SIZE": str(MIN_TEST_PART)},
+    )  # fmt: skip
     process.start()
     try:
         yield process
