@@ -206,6 +206,16 @@ async def cmd_ln(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     await out.each([args.link], one)
 
 
+async def cmd_concat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    """`pfs concat TARGET SOURCE...`: the sources' blocks appended to TARGET, the sources
+    removed, no data copied (as hdfs dfs -concat)."""
+
+    async def one(target: str) -> None:
+        await fs.concat(target, args.sources)
+
+    await out.each([args.target], one)
+
+
 async def cmd_readlink(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
     async def one(path: str) -> None:
         print(await fs.readlink(path))
@@ -596,6 +606,7 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "touch": cmd_touch,
     "symlink": cmd_symlink,
     "ln": cmd_ln,
+    "concat": cmd_concat,
     "readlink": cmd_readlink,
     "chmod": cmd_chmod,
     "chown": cmd_chown,

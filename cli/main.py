@@ -121,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", dest="symbolic", action="store_true", help="a symbolic link")
     p.add_argument("target")
     p.add_argument("link", help="the new name (in it, if it is a directory)")
+    p = sub.add_parser(
+        "concat",
+        help="append SOURCES to TARGET without copying their data, and remove them (sizes "
+        "but the last's whole blocks), as hdfs dfs -concat",
+    )
+    p.add_argument("target")
+    p.add_argument("sources", nargs="+")
     p = sub.add_parser("readlink", help="print symbolic link targets")
     p.add_argument("paths", nargs="+")
     p = sub.add_parser(

@@ -173,3 +173,20 @@ def test_put_into_an_existing_directory_takes_the_local_name(
         assert sorted(fs.listdir("/")) == before
         assert fs.read_file("/plain") == b"plain"
         assert sorted(fs.listdir("/dir")) == ["a.bin"]
+
+
+def test_pfs_concat_appends_without_a_copy(data_cluster: DataCluster, tmp_path: Path) -> None:
+    pieces = [os.urandom(2 * BS), os.urandom(BS), os.urandom(100)]
+    for k, piece in enumerate(pieces):
+        (tmp_path / f"p{k}").write_bytes(piece)
+        assert _pfs(data_cluster, "put", str(tmp_path / f"p{k}"), f"/p{k}").returncode == 0
+    done = _pfs(data_cluster, "concat", "/p0", "/p1", "/p2")
+    assert done.returncode == 0, done.stderr
+    assert _pfs(data_cluster, "cat", "/p0").stdout == b"".join(pieces)
+    assert _pfs(data_cluster, "ls", "/").stdout.split() == [b"p0"]
+    (tmp_path / "odd").write_bytes(b"x" * (BS + 1))
+    _pfs(data_cluster, "put", str(tmp_path / "odd"), "/odd")
+    _pfs(data_cluster, "put", str(tmp_path / "odd"), "/odd2")
+    refused = _pfs(data_cluster, "concat", "/odd", "/odd2")
+    assert refused.returncode != 0
+    assert len(refused.stderr.splitlines()) == 1 and b"whole blocks" in refused.stderr
