@@ -214,7 +214,8 @@ async def list_parts(s3: S3Request, bucket: str, key: str) -> web.Response:
     )
     inner = (
         element("Bucket", bucket) + element("Key", key) + element("UploadId", upload.upload_id)
-        + _initiator(upload) + owner(upload.initiator) + element("StorageClass", "STANDARD")
+        + owner(upload.initiator, "Initiator") + owner(upload.initiator)
+        + element("StorageClass", "STANDARD")
         + element("PartNumberMarker", marker)
         + element("NextPartNumberMarker", shown[-1].number if shown else marker)
         + element("MaxParts", limit) + element("IsTruncated", truncated) + items
@@ -453,7 +454,7 @@ async def list_uploads(s3: S3Request, bucket: str) -> web.Response:
             continue
         items.append(
             f"<Upload>{element('Key', encoded(upload.key, url))}"
-            f"{element('UploadId', upload.upload_id)}{_initiator(upload)}"
+            f"{element('UploadId', upload.upload_id)}{owner(upload.initiator, 'Initiator')}"
             f"{owner(upload.initiator)}{element('StorageClass', 'STANDARD')}"
             f"{element('Initiated', iso_time(upload.initiated_ns))}</Upload>"
         )
@@ -588,11 +589,6 @@ def _parts_digest(asked: list[_Asked]) -> str:
     """What a completion named, in a few bytes: a retry must name the same."""
     named = ",".join(f"{a.number}:{a.etag.strip().strip(chr(34))}" for a in asked)
     return hashlib.sha256(named.encode()).hexdigest()
-
-
-def _initiator(upload: Upload) -> str:
-    name = element("ID", upload.initiator) + element("DisplayName", upload.initiator)
-    return f"<Initiator>{name}</Initiator>"
 
 
 def _xml(body: bytes, headers: dict[str, str] | None = None) -> web.Response:

@@ -31,9 +31,9 @@ def element(name: str, value: str | int | bool) -> str:
     return f"<{name}>{escape(str(value))}</{name}>"
 
 
-def owner(name: str) -> str:
-    """An Owner element of the user `name`."""
-    return f"<Owner>{element('ID', name)}{element('DisplayName', name)}</Owner>"
+def owner(name: str, tag: str = "Owner") -> str:
+    """An Owner element (or another `tag` of that shape, Initiator) of the user `name`."""
+    return f"<{tag}>{element('ID', name)}{element('DisplayName', name)}</{tag}>"
 
 
 def list_buckets(
