@@ -79,13 +79,9 @@ async def list_objects(
                 if key > prefix:
                     break
                 continue
-            common = ""
-            if delimiter:
-                at = key.find(delimiter, len(prefix))
-                if at >= 0:
-                    common = key[: at + len(delimiter)]
-                    if common == last_prefix or common <= after:
-                        continue  # returned already, or before the marker
+            common = common_prefix(key, prefix, delimiter)
+            if common and (common == last_prefix or common <= after):
+                continue  # returned already, or before the marker
             if len(listing.objects) + len(listing.prefixes) >= max_keys:
                 listing.truncated = True
                 break
@@ -98,6 +94,15 @@ async def list_objects(
     except (NotFoundError, NotDirectoryError):
         pass  # no directory where the prefix points: no keys
     return listing
+
+
+def common_prefix(key: str, prefix: str, delimiter: str) -> str:
+    """The common prefix a delimiter rolls `key` (which starts with `prefix`) up into:
+    up to the first delimiter after the prefix, that included ("": none)."""
+    if not delimiter:
+        return ""
+    at = key.find(delimiter, len(prefix))
+    return key[: at + len(delimiter)] if at >= 0 else ""
 
 
 async def _objects(

@@ -47,6 +47,7 @@ from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr
 from plasmafs.gateway import multipart_checksums as checksums
 from plasmafs.gateway.buckets import bounded_count, url_encoding
+from plasmafs.gateway.listing import common_prefix
 from plasmafs.gateway.object_keys import key_parts, object_path, staging_path
 from plasmafs.gateway.object_meta import XATTR, ObjectMeta, part_runs, read_meta
 from plasmafs.gateway.objects import (
@@ -138,6 +139,11 @@ def upload_directory(root: str, upload_id: str, *, done: bool = False) -> str:
     return staging_path(root, (DONE_PREFIX if done else UPLOAD_PREFIX) + upload_id)
 
 
+def part_path(directory: str, number: int) -> str:
+    """The file of part `number` in an upload's directory (the name _PART_NAME reads)."""
+    return f"{directory}/{number:05d}"
+
+
 def no_such_upload(upload_id: str) -> S3Error:
     """404 NoSuchUpload."""
     return S3Error(
@@ -178,13 +184,13 @@ async def upload_part(s3: S3Request, bucket: str, key: str) -> web.Response:
     number = part_number(s3.request.query.get("partNumber"))
     upload = await _open(s3, bucket, key)
     directory = upload_directory(s3.gateway.root, upload.upload_id)
-    staged = f"{directory}/{number:05d}.{uuid.uuid4().hex}"
+    staged = f"{part_path(directory, number)}.{uuid.uuid4().hex}"
     meta = ObjectMeta()
     fs = s3.gateway.fs
     try:
         algorithm = upload.checksum[0] if upload.checksum else None
         await receive(s3, staged, meta, inline=False, algorithm=algorithm)
-        await fs.rename(staged, f"{directory}/{number:05d}")
+        await fs.rename(staged, part_path(directory, number))
     except pfs.NotFoundError:
         raise no_such_upload(upload.upload_id) from None  # aborted or completed meanwhile
     except BaseException:
@@ -384,7 +390,7 @@ async def _assemble(
     """The object's file made of `parts` with `meta` as its S3 attributes: the first
     part with the others' blocks appended, or (parts not ending on block boundaries)
     a copy of them all."""
-    first = f"{directory}/{parts[0].number:05d}"
+    first = part_path(directory, parts[0].number)
     blocksize = parts[0].attr.blocksize
     meta.size = sum(p.attr.size for p in parts)
     meta.mtime_ns = time.time_ns()
@@ -392,7 +398,7 @@ async def _assemble(
         return await _copy(fs, root, directory, parts, meta)
     async with fs.transaction() as t:
         if len(parts) > 1:
-            await t.concat(first, [f"{directory}/{p.number:05d}" for p in parts[1:]])
+            await t.concat(first, [part_path(directory, p.number) for p in parts[1:]])
         await t.setattr(first, mtime_ns=meta.mtime_ns)
         await t.setxattr(first, XATTR, meta.to_bytes())
     return first
@@ -405,7 +411,7 @@ async def _copy(fs: Client, root: str, directory: str, parts: list[Part], meta: 
     assert isinstance(writer, FileWriter)
     try:
         for part in parts:
-            reader = await fs.open(f"{directory}/{part.number:05d}", "rb")
+            reader = await fs.open(part_path(directory, part.number), "rb")
             assert isinstance(reader, FileReader)
             async with reader:
                 async for piece in reader.stream(0, part.attr.size):
@@ -419,8 +425,8 @@ async def _copy(fs: Client, root: str, directory: str, parts: list[Part], meta: 
 
 
 async def list_uploads(s3: S3Request, bucket: str) -> web.Response:
-    """ListMultipartUploads of `bucket` the caller can see (its own, or all for a
-    superuser), in key order then initiation order."""
+    """ListMultipartUploads of `bucket`: the caller's own (another user's upload
+    directory is theirs alone), in key order then initiation order."""
     await s3.bucket_exists(bucket)
     query = s3.request.query
     limit = bounded_count(query, "max-uploads", MAX_LISTED)
@@ -430,22 +436,18 @@ async def list_uploads(s3: S3Request, bucket: str) -> web.Response:
     uploads = [u for u in await _uploads(s3) if u.bucket == bucket and u.key.startswith(prefix)]
     uploads.sort(key=lambda u: (u.key, u.initiated_ns, u.upload_id))
     if key_marker:
-        after = _after_marker(uploads, key_marker, id_marker)
-        uploads = [u for k, u in enumerate(uploads) if k >= after]
+        uploads = uploads[_after_marker(uploads, key_marker, id_marker) :]
     items: list[str] = []
     prefixes: set[str] = set()
     next_key, next_id, truncated = "", "", False
     for upload in uploads:
-        rest = upload.key[len(prefix) :]
-        common = prefix + rest[: rest.index(delimiter) + len(delimiter)] if (
-            delimiter and delimiter in rest
-        ) else None  # fmt: skip
-        if common is not None and common in prefixes:
+        common = common_prefix(upload.key, prefix, delimiter)
+        if common in prefixes:
             continue
         if len(items) == limit:
             truncated = True
             break
-        if common is not None:
+        if common:
             prefixes.add(common)
             items.append(
                 f"<CommonPrefixes>{element('Prefix', encoded(common, url))}</CommonPrefixes>"

@@ -89,21 +89,25 @@ class PayloadChecks:
         headers: Mapping[str, str],
         payload_sha256: str | None,
         algorithm: str | None = None,
+        *,
+        declared: bool = True,
     ) -> None:
         """`algorithm`: a checksum computed when the request declares none (a part of
-        an upload that has one); a request that declares another is refused."""
+        an upload that has one); a request that declares another is refused.
+        `declared` False: the x-amz-checksum-* headers are not about this body (a
+        CompleteMultipartUpload's are the object's) and are not checked."""
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.size = 0
         self._sha256 = hashlib.sha256() if payload_sha256 else None
         self._payload_sha256 = payload_sha256
         self._content_md5 = _content_md5(headers.get("Content-MD5"))
-        self.algorithm = checksum_algorithm(headers) or algorithm
+        self.algorithm = (checksum_algorithm(headers) if declared else None) or algorithm
         if algorithm is not None and self.algorithm != algorithm:
             raise invalid_request(
                 f"this upload's checksum is {algorithm.upper()}, not {self.algorithm}"
             )
         self._checksum = running(self.algorithm) if self.algorithm else None
-        header = f"x-amz-checksum-{self.algorithm}" if self.algorithm else None
+        header = f"x-amz-checksum-{self.algorithm}" if self.algorithm and declared else None
         self._expected = headers.get(header) if header else None
 
     def update(self, data: bytes | memoryview) -> None:

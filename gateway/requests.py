@@ -4,7 +4,6 @@ shared parts (the cluster client, the root, the region, the signing keys)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -80,18 +79,11 @@ class S3Request:
         payload_hash = self.signature.payload_hash
         if payload_hash.startswith("STREAMING-"):
             raise S3Error("InvalidRequest", 400, "this request's body is not sent aws-chunked")
-        headers: Mapping[str, str] = self.request.headers
-        if not checksum_headers:
-            headers = {k: v for k, v in headers.items() if not _checksum_header(k)}
-        checks = PayloadChecks(headers, None if payload_hash == UNSIGNED else payload_hash)
+        checks = PayloadChecks(
+            self.request.headers,
+            None if payload_hash == UNSIGNED else payload_hash,
+            declared=checksum_headers,
+        )
         checks.update(body)
         checks.finish()
         return body
-
-
-def _checksum_header(name: str) -> bool:
-    lower = name.lower()
-    return lower.startswith("x-amz-checksum-") or lower in (
-        "x-amz-sdk-checksum-algorithm",
-        "x-amz-trailer",
-    )

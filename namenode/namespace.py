@@ -367,7 +367,8 @@ class Namespace:
         # nothing in its transaction.
         blocksize, size = inode.attr.blocksize, inode.attr.size
         before = target
-        found: list[tuple[Inode, Place, Inode]] = []  # (parent, place, source)
+        # (parent, place, source, the target block its first block becomes)
+        found: list[tuple[Inode, Place, Inode, int]] = []
         for where in sources:
             if size % blocksize:
                 raise InvalidArgumentError(
@@ -377,7 +378,7 @@ class Namespace:
             _new_name(where, InvalidArgumentError("/ is no file to concatenate"))
             parent = await self._lock_parent(t, await self._parent_dir(t, where), where)
             source = await self._locked_entry_inode(t, parent, where.parts[-1], where)
-            if source.ino == inode.ino or any(source.ino == s.ino for _, _, s in found):
+            if source.ino == inode.ino or any(source.ino == s.ino for _, _, s, _ in found):
                 raise InvalidArgumentError(f"{where.shown} is named twice in one concatenation")
             _check_concatenated(source, where)
             check_data(t.who, t, source.attr, R, where.shown)
@@ -385,13 +386,12 @@ class Namespace:
                 raise InvalidArgumentError(f"{where.shown} has other links: it cannot move")
             if source.attr.blocksize != blocksize:
                 raise InvalidArgumentError(f"{where.shown} has another blocksize")
-            found.append((parent, where, source))
+            found.append((parent, where, source, size // blocksize))
             size += source.attr.size
             before = where
-        size, now = inode.attr.size, time.time_ns()
-        for parent, where, source in found:
-            await self.data.move_all(t, source.ino, inode.ino, size // blocksize)
-            size += source.attr.size
+        now = time.time_ns()
+        for parent, where, source, base in found:
+            await self.data.move_all(t, source.ino, inode.ino, base)
             t.cs.delete_inode(source.ino, FileKind.FILE)
             t.cs.set_entry(parent.ino, where.parts[-1], None)
             t.cs.touch(parent.ino, now)
