@@ -1,6 +1,8 @@
-"""Copies inside the cluster: a file's bytes stream from its datanodes through the
-client into a new file (nothing touches a local disk), and a tree is walked once
-(`Client.walk`) and rebuilt, several files at a time.
+"""Copies inside the cluster: a file whose content is in blocks is copied server-side
+(each datanode of the new file fills its replica from a datanode of the source, no byte
+passes through the client: FileWriter.copy_blocks); a content the namenode keeps
+inline, or a target of another blocksize, streams through the client (nothing touches a
+local disk). A tree is walked once (`Client.walk`) and rebuilt, several files at a time.
 
 As cp without -p: contents and symbolic links are copied, not owners, modes or
 times; a copied file keeps its source's replication unless one is given.
@@ -44,7 +46,14 @@ async def copy_file(
             size_hint=reader.attr.size,
         )
         assert isinstance(writer, FileWriter)
+        blocks = reader.blocks
+        assert blocks is not None and writer.attr is not None
         async with writer:
+            if blocks.inline is None and blocks.blocksize == writer.attr.blocksize:
+                await writer.copy_blocks(reader)
+                if progress is not None:
+                    progress(blocks.size)
+                return await writer.close()
             async for piece in reader.stream():
                 await writer.write(piece)  # a view of a reused buffer is copied by write
                 if progress is not None:

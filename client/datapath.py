@@ -148,3 +148,32 @@ async def write_range(
     except grpc.RpcError as exc:
         raise data_error(exc, replica) from exc
     return int(reply.bytes_written)
+
+
+async def copy_range(
+    channels: DataChannels,
+    target: Replica,
+    first_block: int,
+    block_count: int,
+    source: Replica,
+    source_first_block: int,
+) -> int:
+    """Have the target replica's datanode fill `block_count` blocks from `first_block`
+    blocks into its extent with the blocks of the source replica from
+    `source_first_block` on (server-side: no byte passes through this client); returns
+    the bytes the target made durable."""
+    request = dpb.CopyRequest(
+        ticket=_ticket(target),
+        block_start=target.block_start + first_block,
+        block_count=block_count,
+        source_ticket=_ticket(source),
+        source_datanode_id=source.datanode_id,
+        source_address=source.address,
+        source_plaintext=source.plaintext,
+        source_block_start=source.block_start + source_first_block,
+    )
+    try:
+        reply = await channels.stub(target).CopyBlocks(request)
+    except grpc.RpcError as exc:
+        raise data_error(exc, target) from exc
+    return int(reply.bytes_written)

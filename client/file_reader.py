@@ -103,6 +103,14 @@ class FileReader(FileObject):
                 )
             self._take(blocks)
 
+    async def current_blocks(self) -> BlockList:
+        """The block list of the version opened, with read tickets that live a while yet
+        (renewed first when they are about to expire)."""
+        self._check_open()
+        await self._renew_tickets()
+        assert self.blocks is not None
+        return self.blocks
+
     @property
     def size(self) -> int:
         """The size of the version that was opened."""

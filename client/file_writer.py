@@ -7,6 +7,7 @@ steps of whole committed prefixes). If anything fails, the transaction is aborte
 nothing of the new content becomes visible and the reserved blocks are free again.
 A file closed at no more than the namenode's inline limit (4 KiB) never reaches a
 datanode: its content goes to the namenode with the size and the commit, in one frame.
+A writer may instead copy another file's blocks server-side (`copy_blocks`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 
+from plasmafs.client.block_copies import fill_extent
 from plasmafs.client.datapath import DataChannels, write_range
 from plasmafs.client.file_object import FileObject
+from plasmafs.client.file_reader import FileReader
 from plasmafs.client.transaction import Transaction, answers
 from plasmafs.core.attributes import Attr, Extent, FileKind
 from plasmafs.core.errors import (
     ExistsError,
+    InvalidArgumentError,
     IsDirectoryError,
     NoSpaceError,
     UnavailableError,
@@ -182,6 +186,46 @@ class FileWriter(FileObject):
             raise
         return len(data)
 
+    async def copy_blocks(
+        self, source: FileReader, first: int = 0, length: int | None = None
+    ) -> None:
+        """Make the content a copy of the file `source` reads (of this file's blocksize,
+        its content in blocks) — or of its `length` bytes from `first`, a multiple of
+        the blocksize — server-side: each new replica is filled by its own datanode, no
+        byte passes through this client, holes stay holes. Only before anything is
+        written; close commits the copy with its size."""
+        self._check_open()
+        try:
+            blocks = await source.current_blocks()
+            bs = self._bs
+            end = blocks.size if length is None else first + length
+            if self._written or self._buffer or self._current is not None:
+                raise InvalidArgumentError("a copy replaces the content: nothing may precede it")
+            if blocks.inline is not None:
+                raise InvalidArgumentError("a content kept by the namenode has no blocks to copy")
+            if blocks.blocksize != bs:
+                raise InvalidArgumentError(
+                    f"blocks of {blocks.blocksize} bytes cannot become blocks of {bs}"
+                )
+            if first % bs or not 0 <= first <= end <= blocks.size:
+                raise InvalidArgumentError(
+                    f"bytes {first}..{end} are no range of the source starting on a block"
+                )
+            shift, stop = first // bs, (end + bs - 1) // bs  # source blocks [shift, stop)
+            for i, extent in enumerate(blocks.extents):
+                index = max(extent.file_index, shift)
+                while index < min(extent.file_end, stop):
+                    # Its read tickets renewed when they are about to expire.
+                    extent = (await source.current_blocks()).extents[i]
+                    want = min(MAX_RUN_BLOCKS, min(extent.file_end, stop) - index)
+                    for target in await self._reserve(index - shift, want):
+                        await fill_extent(self._channels, target, extent, index)
+                        index += target.block_count
+            self._written = end - first
+        except BaseException:
+            await self._fail()
+            raise
+
     async def setattr(self, **changes: int | None) -> Attr:
         """Change the file's attributes (mode, owner, mtime) in the writing
         transaction: they become visible with the content, at close."""
@@ -258,10 +302,6 @@ class FileWriter(FileObject):
             self.attr = await opening
 
     async def _allocate(self) -> None:
-        assert self._txn is not None and self.attr is not None
-        # The first allocation goes out right behind what open sent (ordered in the
-        # transaction): one round trip for both.
-        opening, self._opening = self._opening, None
         next_block = self._written // self._bs
         if self._size_hint is not None and self._size_hint > self._written:
             left = self._size_hint - self._written
@@ -270,6 +310,15 @@ class FileWriter(FileObject):
             want = RUN_BLOCKS
         until_commit = self._commit_every - self._since_commit
         want = max(1, min(want, (until_commit + self._bs - 1) // self._bs))  # end at a commit
+        self._runs = await self._reserve(next_block, want)
+
+    async def _reserve(self, next_block: int, want: int) -> list[Extent]:
+        """Blocks for file blocks `next_block` on, up to `want` of them (fewer on a
+        nearly full cluster), as extents in file order."""
+        assert self._txn is not None and self.attr is not None
+        # The first allocation goes out right behind what open sent (ordered in the
+        # transaction): one round trip for both.
+        opening, self._opening = self._opening, None
         want = min(want, self._max_run)
         while True:
             try:
@@ -289,7 +338,7 @@ class FileWriter(FileObject):
                 # start from what was granted, not from refusals again.
                 want //= 2
                 self._max_run = want
-        self._runs = list(blocks.extents)
+        return list(blocks.extents)
 
     async def _end_extent(self) -> None:
         """End the current extent's streams and let them finish in the background, once

@@ -139,3 +139,8 @@ class DatanodeStub:
             request_serializer=serialize_write_chunk,
             response_deserializer=dpb.WriteReply.FromString,
         )
+        self.CopyBlocks = channel.unary_unary(
+            f"/{SERVICE}/CopyBlocks",
+            request_serializer=dpb.CopyRequest.SerializeToString,
+            response_deserializer=dpb.WriteReply.FromString,
+        )

@@ -12,6 +12,10 @@ order, and all of them together read at most the shared byte rate.
 A cancelled task stops at once, except that a block write already handed to a thread
 finishes first: a task counts as running, and its range as being written, until no
 thread writes its blocks any more.
+
+The same pull serves a client's server-side copy (the datanode service's CopyBlocks):
+run at once rather than queued, not held to the re-replication rate, and stamped as the
+new file's blocks (the write ticket's owner) rather than the source's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -46,6 +51,43 @@ log = logging.getLogger(__name__)
 IDLE_TIMEOUT = 60.0  # seconds a source may send nothing before the copy gives up on it
 
 ReadBlocks = Callable[[dpb.ReadRequest], Any]  # a unary-stream call yielding memoryviews
+Owner = tuple[int, int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a copy reads: a block range of a datanode, with a read ticket for it."""
+
+    datanode_id: int
+    address: str
+    plaintext: bool
+    ticket: dpb.Ticket
+    block_start: int
+
+    @classmethod
+    def of_task(cls, task: pb.CopyTask) -> Source:
+        """The source a namenode's copy task names."""
+        return cls(
+            task.source_datanode_id,
+            task.source_address,
+            task.source_plaintext,
+            task.source_ticket,
+            task.source_block_start,
+        )
+
+    @classmethod
+    def of_request(cls, request: dpb.CopyRequest) -> Source:
+        """The source a client's copy request names."""
+        return cls(
+            request.source_datanode_id,
+            request.source_address,
+            request.source_plaintext,
+            request.source_ticket,
+            request.source_block_start,
+        )
+
+    def __str__(self) -> str:
+        return f"source datanode {self.datanode_id} at {self.address}"
 
 
 class Copier:
@@ -73,7 +115,9 @@ class Copier:
         self.succeeded = 0
         self.failed = 0
         self.cancelled = 0
-        self.bytes = 0  # bytes written into the volume by copies, failed ones included
+        self.bytes = 0  # bytes written into the volume by copies of both kinds, failed ones too
+        self.client_copies = 0  # clients' server-side copies that ended durable
+        self.client_bytes = 0  # bytes those wrote
         self._queue: dict[int, pb.CopyTask] = {}  # in arrival order
         self._running: dict[int, asyncio.Task[None]] = {}
         self._channels: dict[tuple[str, bool], tuple[grpc.aio.Channel, ReadBlocks]] = {}
@@ -180,8 +224,16 @@ class Copier:
             if task.block_count < 1:
                 raise InvalidArgumentError("a copy task of no blocks")
             self.volume.check_range(task.block_start, task.block_count)
+            ticket, base = task.source_ticket, task.source_block_start
             with self.inflight.writing(task.block_start, task.block_count):
-                written = await self._pull(task)
+                written = await self._pull(
+                    Source.of_task(task),
+                    task.block_start,
+                    task.block_count,
+                    # The copy is the same file's blocks: stamped as the source's.
+                    lambda at: tickets.owner_at(ticket, base + at),
+                    self.bandwidth,
+                )
         except PlasmaError as exc:
             return _failed(task, exc)
         except OSError as exc:
@@ -189,15 +241,44 @@ class Copier:
             return _failed(task, StorageError(f"volume write failed: {exc}"))
         return pb.CopyResult(task_id=task.task_id, code=pb.OK, bytes=written)
 
-    async def _pull(self, task: pb.CopyTask) -> int:
+    async def copy_for_client(self, request: dpb.CopyRequest) -> int:
+        """A client's server-side copy into the range its write ticket (checked by the
+        caller) allows: the bytes made durable. Raises a PlasmaError naming the source
+        when reading it fails, or an OSError from the volume."""
+        if request.block_count < 1:
+            raise InvalidArgumentError("a copy of no blocks")
+        ticket, base = request.ticket, request.block_start
+        with self.inflight.writing(request.block_start, request.block_count):
+            written = await self._pull(
+                Source.of_request(request),
+                request.block_start,
+                request.block_count,
+                lambda at: tickets.owner_at(ticket, base + at),  # the new file's blocks
+                None,
+            )
+        self.client_copies += 1
+        self.client_bytes += written
+        return written
+
+    async def _pull(
+        self,
+        source: Source,
+        block_start: int,
+        block_count: int,
+        owner_of: Callable[[int], Owner],
+        bandwidth: RateLimit | None,
+    ) -> int:
+        """Read `block_count` blocks from `source` into this volume from `block_start`
+        on, the copy's k-th block stamped `owner_of(k)` (None: no rate limit); the
+        bytes made durable."""
         bs = self.volume.info.blocksize
-        total = task.block_count * bs
+        total = block_count * bs
         request = dpb.ReadRequest(
-            ticket=task.source_ticket,
-            block_start=task.source_block_start,
-            block_count=task.block_count,
+            ticket=source.ticket,
+            block_start=source.block_start,
+            block_count=block_count,
         )
-        call = self._reader(task.source_address, task.source_plaintext)(request)
+        call = self._reader(source.address, source.plaintext)(request)
         received = written = 0
         pending = bytearray()
         # One block write runs in a thread while the next message arrives.
@@ -211,24 +292,22 @@ class Copier:
                     async with asyncio.timeout(IDLE_TIMEOUT):
                         chunk = await call.read()
                 except TimeoutError:
-                    raise UnavailableError(
-                        f"{_source(task)} sent nothing for {IDLE_TIMEOUT:g}s"
-                    ) from None
+                    raise UnavailableError(f"{source} sent nothing for {IDLE_TIMEOUT:g}s") from None
                 if chunk is grpc.aio.EOF:
                     break
                 received += len(chunk)
                 if received > total:
-                    raise StorageError(f"{_source(task)} sent more than {total} bytes")
-                await self.bandwidth.take(len(chunk))
+                    raise StorageError(f"{source} sent more than {total} bytes")
+                if bandwidth is not None:
+                    await bandwidth.take(len(chunk))
                 whole = whole_blocks(pending, chunk, bs)
                 if not whole:
                     continue
                 if disk is not None:
                     await asyncio.shield(disk)
                     self.bytes += disk_bytes
-                # Around the page cache: this datanode is not expected to serve the copy
-                # soon, and filling the cache would evict what clients read.
-                disk = in_thread(self.io, self._write, task, written // bs, whole)
+                at = written // bs
+                disk = in_thread(self.io, self._write, block_start + at, whole, owner_of(at))
                 disk_bytes = len(whole)
                 written += len(whole)
             if disk is not None:
@@ -237,21 +316,22 @@ class Copier:
                 disk = None
             if written != total:
                 raise UnavailableError(
-                    f"{_source(task)} ended the stream after {received} of {total} bytes"
+                    f"{source} ended the stream after {received} of {total} bytes"
                 )
             await run_to_end(self.io, self.volume.flush)
             return written
         except grpc.RpcError as exc:
-            raise _source_error(exc, task) from exc
+            raise _source_error(exc, source) from exc
         finally:
             call.cancel()
             await settle(disk)
 
-    def _write(self, task: pb.CopyTask, at: int, data: bytes | bytearray | memoryview) -> None:
-        """Write the copy's blocks from its `at`-th on, stamped with the owner the
-        source's ticket names for them (the copy is the same file's blocks)."""
-        owner = tickets.owner_at(task.source_ticket, task.source_block_start + at)
-        self.volume.write_blocks(task.block_start + at, data, around_cache=True, owner=owner)
+    def _write(self, block: int, data: bytes | bytearray | memoryview, owner: Owner) -> None:
+        """Write whole blocks from volume block `block` on, the first stamped `owner`
+        (the volume advances the stamp's block index along the range)."""
+        # Around the page cache: this datanode is not expected to serve the copy soon,
+        # and filling the cache would evict what clients read.
+        self.volume.write_blocks(block, data, around_cache=True, owner=owner)
 
     def _reader(self, address: str, plaintext: bool) -> ReadBlocks:
         cached = self._channels.get((address, plaintext))
@@ -271,16 +351,12 @@ def _failed(task: pb.CopyTask, error: PlasmaError) -> pb.CopyResult:
     return result
 
 
-def _source(task: pb.CopyTask) -> str:
-    return f"source datanode {task.source_datanode_id} at {task.source_address}"
-
-
-def _source_error(exc: grpc.RpcError, task: pb.CopyTask) -> PlasmaError:
+def _source_error(exc: grpc.RpcError, source: Source) -> PlasmaError:
     """A failed read from the source as a plasmafs error naming the source."""
     answered = any(key == ERRNO_METADATA_KEY for key, _ in exc.trailing_metadata() or ())
     if not answered:
         # No plasmafs code: the call broke in transport (the source died or vanished;
         # gRPC reports that as UNAVAILABLE, CANCELLED or INTERNAL).
-        return UnavailableError(f"{_source(task)} unavailable: {exc.code()}: {exc.details()}")
+        return UnavailableError(f"{source} unavailable: {exc.code()}: {exc.details()}")
     error = error_from_rpc(exc)
-    return type(error)(f"{_source(task)}: {error}")
+    return type(error)(f"{source}: {error}")

@@ -48,7 +48,18 @@ def values(
             "Copy tasks the namenode cancelled",
             copier.cancelled,
         ),
-        "pfs_datanode_copy_bytes_total": ("Bytes written into the volume by copies", copier.bytes),
+        "pfs_datanode_copy_bytes_total": (
+            "Bytes written into the volume by copies (re-replication and clients')",
+            copier.bytes,
+        ),
+        "pfs_datanode_client_copies_total": (
+            "Clients' server-side copies made durable here",
+            copier.client_copies,
+        ),
+        "pfs_datanode_client_copy_bytes_total": (
+            "Bytes written by clients' server-side copies",
+            copier.client_bytes,
+        ),
         "pfs_datanode_copies_running": ("Copy tasks running now", copier.running),
         "pfs_datanode_copies_queued": ("Copy tasks waiting for a stream", copier.queued),
         "pfs_datanode_scrub_passes_total": ("Scrub passes completed", scrubber.passes),

@@ -76,20 +76,7 @@ async def _serve(
     scrub_reader: ThreadPoolExecutor,
     local: LocalDataServer | None,
 ) -> None:
-    servicer = DatanodeServicer(volume, registration, io, inflight)
-    server = grpc.aio.server(options=channels.DATANODE_SERVER)
-    add_to_server(servicer, server)
     tls = settings.channel_tls()
-    # Data in plaintext (data_tls = false) for trusted networks: tickets still authorize
-    # every call, and the registry link keeps its TLS and certificate.
-    port = add_port(server, settings.listen, settings.server_tls() if settings.data_tls else None)
-    if port == 0:
-        raise ConfigError(f"cannot listen on {settings.listen}")
-    host = settings.listen.rpartition(":")[0]
-    address = settings.advertise or f"{host}:{port}"
-    if local is not None:
-        local.start()
-    link = NamenodeLink(settings, volume, registration, address, local.path if local else None, tls)
     outbox = Outbox()
     copier = Copier(
         volume,
@@ -100,6 +87,19 @@ async def _serve(
         outbox.copy_ended,
         tls,
     )
+    servicer = DatanodeServicer(volume, registration, io, inflight, copier)
+    server = grpc.aio.server(options=channels.DATANODE_SERVER)
+    add_to_server(servicer, server)
+    # Data in plaintext (data_tls = false) for trusted networks: tickets still authorize
+    # every call, and the registry link keeps its TLS and certificate.
+    port = add_port(server, settings.listen, settings.server_tls() if settings.data_tls else None)
+    if port == 0:
+        raise ConfigError(f"cannot listen on {settings.listen}")
+    host = settings.listen.rpartition(":")[0]
+    address = settings.advertise or f"{host}:{port}"
+    if local is not None:
+        local.start()
+    link = NamenodeLink(settings, volume, registration, address, local.path if local else None, tls)
     scrubber = Scrubber(
         volume,
         inflight,

@@ -2,7 +2,9 @@
 
 Reads stream the range in large messages, verifying every block's checksum. Writes
 take a stream of bytes for one block range and answer only once the data is durable
-(fdatasync, unless the volume's sync policy says otherwise). Disk work runs on the
+(fdatasync, unless the volume's sync policy says otherwise). A copy fills a range
+from another datanode's (or this one's) range, for a client's server-side copy of a
+file: the data never passes through the client. Disk work runs on the
 executor the servicer is given (a fixed number of threads) so the event loop keeps
 serving other calls.
 """
@@ -23,6 +25,7 @@ from plasmafs.core.data_framing import SERVICE
 from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.core.proto import datanode_pb2 as dpb
 from plasmafs.core.rpc_status import abort_with
+from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
 from plasmafs.datanode.registration import Registration, authorize
 from plasmafs.datanode.volume import ReadAhead, Volume, whole_blocks
@@ -33,8 +36,8 @@ READ_CHUNK_BLOCKS = 4  # messages of up to 4 blocks: fewer per-message costs, bo
 
 
 class DatanodeServicer:
-    """Serves one volume; its disk work runs on `io`, and its writes are registered in
-    `inflight` while they run."""
+    """Serves one volume; its disk work runs on `io`, its writes are registered in
+    `inflight` while they run, and `copier` pulls the ranges of clients' copies."""
 
     def __init__(
         self,
@@ -42,11 +45,13 @@ class DatanodeServicer:
         registration: Registration,
         io: Executor,
         inflight: InflightWrites,
+        copier: Copier,
     ) -> None:
         self.volume = volume
         self.registration = registration
         self.io = io
         self.inflight = inflight
+        self.copier = copier
         self.bytes_read = 0
         self.bytes_written = 0
 
@@ -161,6 +166,21 @@ class DatanodeServicer:
         finally:
             await settle(disk)
 
+    async def CopyBlocks(
+        self, request: dpb.CopyRequest, context: grpc.aio.ServicerContext
+    ) -> dpb.WriteReply:
+        """Fill the write ticket's range from the source range; answer when durable."""
+        try:
+            self._check(request.ticket, request.block_start, request.block_count, write=True)
+            return dpb.WriteReply(bytes_written=await self.copier.copy_for_client(request))
+        except PlasmaError as exc:
+            await abort_with(context, exc)
+            raise AssertionError("unreachable") from None
+        except OSError as exc:
+            log.exception("volume write failed")
+            await abort_with(context, StorageError(f"volume write failed: {exc}"))
+            raise AssertionError("unreachable") from None
+
     async def Info(
         self, request: dpb.InfoRequest, context: grpc.aio.ServicerContext
     ) -> dpb.InfoReply:
@@ -185,6 +205,11 @@ def add_to_server(servicer: DatanodeServicer, server: grpc.aio.Server) -> None:
         "WriteBlocks": grpc.stream_unary_rpc_method_handler(
             servicer.WriteBlocks,
             request_deserializer=dataframes.parse_write_chunk,
+            response_serializer=dpb.WriteReply.SerializeToString,
+        ),
+        "CopyBlocks": grpc.unary_unary_rpc_method_handler(
+            servicer.CopyBlocks,
+            request_deserializer=dpb.CopyRequest.FromString,
             response_serializer=dpb.WriteReply.SerializeToString,
         ),
         "Info": grpc.unary_unary_rpc_method_handler(

@@ -50,6 +50,11 @@ class DatanodeStub:
                 request_serializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.InfoRequest.SerializeToString,
                 response_deserializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.InfoReply.FromString,
                 _registered_method=True)
+        self.CopyBlocks = channel.unary_unary(
+                '/plasmafs.datanode.v1.Datanode/CopyBlocks',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.CopyRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.WriteReply.FromString,
+                _registered_method=True)
 
 
 class DatanodeServicer:
@@ -73,6 +78,12 @@ class DatanodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CopyBlocks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DatanodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -90,6 +101,11 @@ def add_DatanodeServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.InfoRequest.FromString,
                     response_serializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.InfoReply.SerializeToString,
+            ),
+            'CopyBlocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.CopyBlocks,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.CopyRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_datanode__pb2.WriteReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -173,6 +189,33 @@ class Datanode:
             '/plasmafs.datanode.v1.Datanode/Info',
             plasmafs_dot_core_dot_proto_dot_datanode__pb2.InfoRequest.SerializeToString,
             plasmafs_dot_core_dot_proto_dot_datanode__pb2.InfoReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyBlocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.datanode.v1.Datanode/CopyBlocks',
+            plasmafs_dot_core_dot_proto_dot_datanode__pb2.CopyRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_datanode__pb2.WriteReply.FromString,
             options,
             channel_credentials,
             insecure,
