@@ -38,24 +38,25 @@ def check_conditions(headers: Mapping[str, str], etag: str, mtime_ns: int, *, re
     if_match = headers.get("If-Match")
     if if_match is not None:
         if not _matches(if_match, etag):
-            raise _failed("If-Match")
+            raise precondition_failed("If-Match")
     else:
         since = _http_seconds(headers.get("If-Unmodified-Since"))
         if since is not None and modified > since:
-            raise _failed("If-Unmodified-Since")
+            raise precondition_failed("If-Unmodified-Since")
     if_none_match = headers.get("If-None-Match")
     if if_none_match is not None:
         if _matches(if_none_match, etag):
             if read:
                 raise NotModified
-            raise _failed("If-None-Match")
+            raise precondition_failed("If-None-Match")
     elif read:
         since = _http_seconds(headers.get("If-Modified-Since"))
         if since is not None and modified <= since:
             raise NotModified
 
 
-def _failed(condition: str) -> S3Error:
+def precondition_failed(condition: str) -> S3Error:
+    """412: the condition named did not hold."""
     return S3Error(
         "PreconditionFailed",
         412,

@@ -45,6 +45,7 @@ from plasmafs.client.file_writer import FileWriter
 from plasmafs.client.removing import remove_tree
 from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr
+from plasmafs.gateway import copies
 from plasmafs.gateway import multipart_checksums as checksums
 from plasmafs.gateway.buckets import bounded_count, url_encoding
 from plasmafs.gateway.listing import common_prefix
@@ -57,6 +58,7 @@ from plasmafs.gateway.objects import (
     put_conditions,
     receive,
     stored_headers,
+    unlink_quietly,
     user_metadata,
     written_headers,
 )
@@ -178,25 +180,31 @@ async def create_upload(s3: S3Request, bucket: str, key: str) -> web.Response:
 
 
 async def upload_part(s3: S3Request, bucket: str, key: str) -> web.Response:
-    """UploadPart: the body becomes part N of the upload, replacing an earlier one."""
-    if "x-amz-copy-source" in s3.request.headers:
-        raise not_implemented("UploadPartCopy")
+    """UploadPart: the body becomes part N of the upload, replacing an earlier one;
+    UploadPartCopy: so does a range of another object, copied by the datanodes."""
+    copying = copies.COPY_SOURCE in s3.request.headers
     number = part_number(s3.request.query.get("partNumber"))
     upload = await _open(s3, bucket, key)
     directory = upload_directory(s3.gateway.root, upload.upload_id)
     staged = f"{part_path(directory, number)}.{uuid.uuid4().hex}"
     meta = ObjectMeta()
     fs = s3.gateway.fs
+    if copying and upload.checksum is not None:
+        raise not_implemented("UploadPartCopy into an upload with a checksum algorithm")
     try:
-        algorithm = upload.checksum[0] if upload.checksum else None
-        await receive(s3, staged, meta, inline=False, algorithm=algorithm)
+        if copying:
+            meta = await copies.copy_part(s3, staged)
+        else:
+            algorithm = upload.checksum[0] if upload.checksum else None
+            await receive(s3, staged, meta, inline=False, algorithm=algorithm)
         await fs.rename(staged, part_path(directory, number))
     except pfs.NotFoundError:
         raise no_such_upload(upload.upload_id) from None  # aborted or completed meanwhile
     except BaseException:
-        with contextlib.suppress(pfs.PlasmaError):
-            await fs.unlink(staged)
+        await unlink_quietly(fs, staged)
         raise
+    if copying:
+        return copies.copy_part_reply(meta)
     return web.Response(status=200, headers=written_headers(meta))
 
 

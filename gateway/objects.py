@@ -82,10 +82,6 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
     its S3 attributes once every check passed, then renamed over the key (so the last
     upload to finish wins, and a reader sees the old object or the new one whole)."""
     fs, request = s3.gateway.fs, s3.request
-    if "x-amz-copy-source" in request.headers:
-        raise S3Error(
-            "NotImplemented", 501, "CopyObject is not implemented by the plasmafs gateway yet"
-        )
     path = object_path(s3.gateway.root, bucket, key)
     await s3.bucket_exists(bucket)
     if key.endswith("/"):
@@ -97,10 +93,16 @@ async def put_object(s3: S3Request, bucket: str, key: str) -> web.StreamResponse
         replace = await put_conditions(s3, key, path)
         await move_into_place(fs, s3.gateway.root, bucket, key, staged, path, replace)
     except BaseException:
-        with contextlib.suppress(pfs.PlasmaError):
-            await fs.unlink(staged)
+        await unlink_quietly(fs, staged)
         raise
     return web.Response(status=200, headers=written_headers(meta))
+
+
+async def unlink_quietly(fs: Client, path: str) -> None:
+    """Remove a staged file that will not be used (gone already, or the cluster out of
+    reach: the gateway's sweep removes it later)."""
+    with contextlib.suppress(pfs.PlasmaError):
+        await fs.unlink(path)
 
 
 def written_headers(meta: ObjectMeta) -> dict[str, str]:

@@ -35,7 +35,7 @@ USERS = ("main", "alt", "tenant", "iam", "iamroot", "iamaltroot")
 UNSUPPORTED_MARKERS = (
     "bucket_logging", "bucket_logging_cleanup", "encryption", "sse_s3", "bucket_encryption",
     "lifecycle", "lifecycle_expiration", "lifecycle_transition", "bucket_policy", "tagging",
-    "object_ownership", "cloud_transition", "cloud_restore", "delete_marker", "copy",
+    "object_ownership", "cloud_transition", "cloud_restore", "delete_marker",
     "iam_user", "iam_account", "iam_tenant", "iam_role", "iam_cross_account", "s3select",
     "s3website", "versioning", "object_lock", "storage_class", "appendobject", "sns",
     "fails_on_aws", "auth_aws2",
@@ -43,7 +43,7 @@ UNSUPPORTED_MARKERS = (
 # Words in the names of tests of features the gateway does not have.
 UNSUPPORTED_NAMES = (
     "versioning", "versioned", "acl", "policy", "cors", "website", "lifecycle",
-    "tagging", "lock", "retention", "legal_hold", "copy", "post_object", "encryption", "sse",
+    "tagging", "lock", "retention", "legal_hold", "post_object", "encryption", "sse",
     "logging", "ownership", "restore", "select", "append", "storage_class", "attributes",
     "torrent", "requestpayment", "anon", "public", "tenant", "bucket_create_special_key_names",
     "virtual", "delete_marker", "put_bucket_ownership", "accelerate",
@@ -70,6 +70,9 @@ REASONS = {
     "test_multipart_put_current_object_if_match": "uses versioning",
     "test_multipart_put_current_object_if_none_match": "uses versioning",
     "test_list_multipart_upload_owner": "uses ACLs",
+    "test_object_copy_not_owned_object_bucket": "uses ACLs",
+    "test_object_copy_not_owned_bucket": "objects are files of mode 644 and buckets "
+    "directories of 755: another user may read (and so copy) them, as on the file system",
     **{
         f"test_multipart_use_cksum_helper_{name}": "uses GetObjectAttributes, and each part's "
         "checksum on a GET by part number (the upload's checksum it checks first matches)"

@@ -91,7 +91,14 @@ def test_the_aws_cli_copies_syncs_lists_and_removes(
     assert '-2\\""' in head
     aws("s3", "cp", "s3://cli/big.bin", str(tmp_path / "big.back"))
     assert (tmp_path / "big.back").read_bytes() == big.read_bytes()
+    # Copies inside the gateway: CopyObject, and UploadPartCopy past 8 MiB.
+    aws("s3", "cp", "s3://cli/one/a.txt", "s3://cli/one/b.txt")
+    aws("s3", "cp", "s3://cli/big.bin", "s3://cli/big.copy")
+    aws("s3", "cp", "s3://cli/big.copy", str(tmp_path / "copy.back"))
+    assert (tmp_path / "copy.back").read_bytes() == big.read_bytes()
     aws("s3", "rm", "s3://cli/big.bin")
+    aws("s3", "rm", "s3://cli/big.copy")
+    aws("s3", "rm", "s3://cli/one/b.txt")
     aws("s3", "rm", "s3://cli/tree/", "--recursive")
     assert aws("s3", "ls", "s3://cli/", "--recursive").split()[-1] == "one/a.txt"
     aws("s3", "rm", "s3://cli/one/a.txt")
