@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 DEFAULT_FAILOVER_TIMEOUT = 30.0  # seconds a client of several namenodes waits for one
 ROLE_TIMEOUT = 3.0  # seconds a namenode has to answer what its role is
+INODE_BATCH = 256  # inode numbers begin_with_inode reserves at a time
 
 
 class Client(ClientXattrs, ClientLocks):
@@ -126,6 +127,8 @@ class Client(ClientXattrs, ClientLocks):
             raise ConfigError("a token is never sent in plaintext: give the cluster's CA")
         self.token = token
         self._conn: Connection | None = None
+        self._inodes: list[int] = []  # reserved by the connection `_inodes_of`
+        self._inodes_of: Connection | None = None
         self._connecting = asyncio.Lock()
         self._refused: AuthenticationError | None = None
         self._local_reads = local_reads
@@ -225,6 +228,17 @@ class Client(ClientXattrs, ClientLocks):
         return Transaction(
             await self.connection(), lock_wait=lock_wait, durable=self.durable_commits
         )
+
+    async def begin_with_inode(self) -> tuple[Transaction, int]:
+        """A new transaction and an inode number its connection reserved, for a file
+        it creates (`Transaction.create(..., ino=)`): the requests that fill the file
+        can then go with the create, unanswered, and everything commits in one round
+        trip. The numbers are reserved in batches."""
+        conn = await self.connection()
+        if self._inodes_of is not conn or not self._inodes:
+            inodes = await SessionRequests(conn).reserve_inodes(INODE_BATCH)
+            self._inodes, self._inodes_of = inodes[::-1], conn
+        return Transaction(conn, durable=self.durable_commits), self._inodes.pop()
 
     def transaction(self, *, lock_wait: float = 0.0) -> _TransactionScope:
         """`async with client.transaction() as t:` commits on success, aborts on error.

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from plasmafs.client.callers import LocalCaller, acting_for
 from plasmafs.core import errors as pfs
-from plasmafs.gateway import buckets, copies, multipart, objects
+from plasmafs.gateway import buckets, copies, multipart, objects, puts
 from plasmafs.gateway.requests import Gateway, S3Request
 from plasmafs.gateway.s3_errors import (
     S3Error,
@@ -157,7 +157,7 @@ async def _route(s3: S3Request, raw_path: str) -> web.StreamResponse:
     if method == "PUT":
         if copies.COPY_SOURCE in s3.request.headers:
             return await copies.copy_object(s3, bucket, key)
-        return await objects.put_object(s3, bucket, key)
+        return await puts.put_object(s3, bucket, key)
     if method in ("GET", "HEAD"):
         return await objects.get_object(s3, bucket, key, head=method == "HEAD")
     if method == "DELETE":

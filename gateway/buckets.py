@@ -15,8 +15,7 @@ from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.gateway.listing import MAX_KEYS, Listing, list_objects
 from plasmafs.gateway.object_keys import bucket_path, check_new_bucket
-from plasmafs.gateway.object_meta import derived_etag, read_meta
-from plasmafs.gateway.objects import EMPTY_MD5
+from plasmafs.gateway.object_meta import EMPTY_MD5, derived_etag, read_meta
 from plasmafs.gateway.s3_errors import S3Error, invalid_argument, no_such_bucket, not_implemented
 from plasmafs.gateway.xml_replies import (
     element,

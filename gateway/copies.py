@@ -34,7 +34,7 @@ from plasmafs.core import errors as pfs
 from plasmafs.gateway.conditions import NotModified, check_conditions, precondition_failed
 from plasmafs.gateway.object_keys import object_path, staging_path
 from plasmafs.gateway.object_meta import XATTR, ObjectMeta, read_meta
-from plasmafs.gateway.objects import (
+from plasmafs.gateway.puts import (
     NO_COMMIT_STEPS,
     move_into_place,
     put_conditions,

@@ -51,10 +51,11 @@ from plasmafs.gateway.buckets import bounded_count, url_encoding
 from plasmafs.gateway.listing import common_prefix
 from plasmafs.gateway.object_keys import key_parts, object_path, staging_path
 from plasmafs.gateway.object_meta import XATTR, ObjectMeta, part_runs, read_meta
-from plasmafs.gateway.objects import (
+from plasmafs.gateway.objects import part_number
+from plasmafs.gateway.payload_checks import ALGORITHMS
+from plasmafs.gateway.puts import (
     NO_COMMIT_STEPS,
     move_into_place,
-    part_number,
     put_conditions,
     receive,
     stored_headers,
@@ -62,7 +63,6 @@ from plasmafs.gateway.objects import (
     user_metadata,
     written_headers,
 )
-from plasmafs.gateway.payload_checks import ALGORITHMS
 from plasmafs.gateway.s3_errors import S3Error, invalid_argument, invalid_request, not_implemented
 from plasmafs.gateway.xml_replies import element, encoded, iso_time, owner, result
 

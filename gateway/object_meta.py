@@ -34,6 +34,7 @@ MAX_USER_METADATA = 2048  # bytes of names and values, as S3
 # Part sizes kept: 2,000 runs of "[size,count]," fit the attribute (64 KiB) with the rest.
 MAX_PART_RUNS = 2000
 UNKNOWN_SIZE = -1
+EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()  # an empty object's ETag
 
 
 @dataclass(slots=True)
