@@ -43,6 +43,7 @@ from plasmafs.client import Client
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
 from plasmafs.client.removing import remove_tree
+from plasmafs.client.transaction import answers
 from plasmafs.core import errors as pfs
 from plasmafs.core.attributes import Attr
 from plasmafs.gateway import copies
@@ -55,6 +56,7 @@ from plasmafs.gateway.objects import part_number
 from plasmafs.gateway.payload_checks import ALGORITHMS
 from plasmafs.gateway.puts import (
     NO_COMMIT_STEPS,
+    into_place,
     move_into_place,
     put_conditions,
     receive,
@@ -269,15 +271,9 @@ async def complete_upload(s3: S3Request, bucket: str, key: str) -> web.Response:
     replace = await put_conditions(s3, key, path)
     directory = upload_directory(root, upload.upload_id)
     try:
-        assembled = await _assemble(fs, root, directory, chosen, meta)
+        await _assemble(fs, (root, bucket, key), directory, chosen, meta, replace)
     except pfs.NotFoundError:
         raise no_such_upload(upload.upload_id) from None  # completed or aborted meanwhile
-    try:
-        await move_into_place(fs, root, bucket, key, assembled, path, replace)
-    except BaseException:
-        with contextlib.suppress(pfs.PlasmaError):
-            await fs.unlink(assembled)
-        raise
     reply = _completion_reply(s3, bucket, key, meta)
     upload.completed = {"parts": _parts_digest(asked), "reply": reply.decode()}
     with contextlib.suppress(pfs.PlasmaError):  # a retry then finds NoSuchUpload
@@ -393,23 +389,45 @@ async def _retire(fs: Client, root: str, upload: Upload, directory: str) -> None
 
 
 async def _assemble(
-    fs: Client, root: str, directory: str, parts: list[Part], meta: ObjectMeta
-) -> str:
-    """The object's file made of `parts` with `meta` as its S3 attributes: the first
-    part with the others' blocks appended, or (parts not ending on block boundaries)
-    a copy of them all."""
+    fs: Client,
+    where: tuple[str, str, str],
+    directory: str,
+    parts: list[Part],
+    meta: ObjectMeta,
+    replace: bool,
+) -> None:
+    """The object made of `parts`, with `meta` as its S3 attributes, put at the key
+    (`where`: root, bucket, key): the first part with the others' blocks appended, its
+    attributes set and renamed over the key in one transaction, so that a completion
+    that fails (a condition, a conflicting key) leaves the upload whole for another
+    try. Parts not ending on block boundaries are copied into a new file instead."""
+    root, bucket, key = where
+    path = object_path(root, bucket, key)
     first = part_path(directory, parts[0].number)
     blocksize = parts[0].attr.blocksize
     meta.size = sum(p.attr.size for p in parts)
     meta.mtime_ns = time.time_ns()
     if any(p.attr.size % blocksize for p in parts[:-1]):
-        return await _copy(fs, root, directory, parts, meta)
-    async with fs.transaction() as t:
-        if len(parts) > 1:
-            await t.concat(first, [part_path(directory, p.number) for p in parts[1:]])
-        await t.setattr(first, mtime_ns=meta.mtime_ns)
-        await t.setxattr(first, XATTR, meta.to_bytes())
-    return first
+        staged = await _copy(fs, root, directory, parts, meta)
+        try:
+            await move_into_place(fs, root, bucket, key, staged, path, replace)
+        except BaseException:
+            await unlink_quietly(fs, staged)
+            raise
+        return
+
+    async def concatenate_in_place() -> None:
+        t = await fs.begin()
+        rest = [part_path(directory, p.number) for p in parts[1:]]
+        sent = [
+            *([t.concat(first, rest)] if rest else []),
+            t.setattr(first, mtime_ns=meta.mtime_ns),
+            t.setxattr(first, XATTR, meta.to_bytes()),
+            t.rename(first, path, replace=replace),
+        ]
+        await answers(*sent, t.commit(unless_failed=True))
+
+    await into_place(fs, root, bucket, key, concatenate_in_place)
 
 
 async def _copy(fs: Client, root: str, directory: str, parts: list[Part], meta: ObjectMeta) -> str:

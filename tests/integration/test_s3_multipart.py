@@ -183,6 +183,36 @@ def test_refusals_leave_the_upload_as_it_was(s3: Any) -> None:
     assert s3.get_object(Bucket="bad", Key="k")["Body"].read() == big + big
 
 
+def test_a_completion_refused_at_the_key_leaves_the_upload_for_another_try(s3: Any) -> None:
+    s3.create_bucket(Bucket="retry")
+    s3.put_object(Bucket="retry", Key="a/b", Body=b"in the way")
+    s3.put_object(Bucket="retry", Key="c", Body=b"there already")
+    parts = [os.urandom(MIN_TEST_PART), os.urandom(MIN_TEST_PART)]
+    for key, refusal, code in (("a", {}, "PathConflict"),
+                               ("c", {"IfNoneMatch": "*"}, "PreconditionFailed")):  # fmt: skip
+        upload_id = s3.create_multipart_upload(Bucket="retry", Key=key)["UploadId"]
+        etags = [
+            s3.upload_part(Bucket="retry", Key=key, UploadId=upload_id, PartNumber=n,
+                           Body=body)["ETag"]
+            for n, body in enumerate(parts, 1)
+        ]  # fmt: skip
+        named = {"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]}
+        with pytest.raises(ClientError) as refused:
+            s3.complete_multipart_upload(Bucket="retry", Key=key, UploadId=upload_id,
+                                         MultipartUpload=named, **refusal)  # fmt: skip
+        assert _code(refused) == code
+        listed = s3.list_parts(Bucket="retry", Key=key, UploadId=upload_id)["Parts"]
+        assert [(p["PartNumber"], p["Size"]) for p in listed] == [
+            (1, MIN_TEST_PART),
+            (2, MIN_TEST_PART),
+        ]
+        if key == "a":
+            s3.delete_object(Bucket="retry", Key="a/b")
+        s3.complete_multipart_upload(Bucket="retry", Key=key, UploadId=upload_id,
+                                     MultipartUpload=named)  # fmt: skip
+        assert s3.get_object(Bucket="retry", Key=key)["Body"].read() == b"".join(parts)
+
+
 def test_abort_and_the_list_of_uploads(s3: Any, gateway: GatewayProcess, bob_keys: Any) -> None:
     s3.create_bucket(Bucket="ups")
     ids = {key: s3.create_multipart_upload(Bucket="ups", Key=key)["UploadId"]
