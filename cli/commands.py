@@ -146,13 +146,18 @@ async def cmd_rm(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
             if not args.recursive:
                 out.error(f"{path}: is a directory (use -r)")
                 return
-            from plasmafs.client.removing import remove_tree
-
-            await remove_tree(fs, path)
-        else:
-            await fs.unlink(path)
+        moved = await fs.remove(path, recursive=args.recursive, skip_trash=args.skip_trash)
+        if moved is not None:
+            print(f"Moved: {paths.normalize(path)} to trash at: {moved}")
 
     await out.each(args.paths, one)
+
+
+async def cmd_expunge(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
+    from plasmafs.client.trash import expunge
+
+    for deleted in await expunge(fs, immediate=args.immediate):
+        print(f"Deleted: {deleted}")
 
 
 async def cmd_mv(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
@@ -602,6 +607,7 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "mkdir": cmd_mkdir,
     "rmdir": cmd_rmdir,
     "rm": cmd_rm,
+    "expunge": cmd_expunge,
     "mv": cmd_mv,
     "touch": cmd_touch,
     "symlink": cmd_symlink,

@@ -109,7 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rm", help="remove files (and trees with -r)")
     p.add_argument("-r", "-R", dest="recursive", action="store_true", help="remove directories too")
     p.add_argument("-f", dest="force", action="store_true", help="ignore missing paths")
+    p.add_argument(
+        "-skipTrash", "--skip-trash", dest="skip_trash", action="store_true",
+        help="delete at once, not into the trash (/.Trash/USER/)",
+    )  # fmt: skip
     p.add_argument("paths", nargs="+")
+    p = sub.add_parser("expunge", help="empty your trash of what is older than the trash interval")
+    p.add_argument("-immediate", "--immediate", action="store_true", help="empty all of your trash")
     p = sub.add_parser("mv", help="rename or move into a directory")
     p.add_argument("paths", nargs="+", metavar="SRC... DST")
     p = sub.add_parser("touch", help="create empty files or update mtime")

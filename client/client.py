@@ -536,6 +536,17 @@ class Client(ClientXattrs, ClientLocks):
         names = list(sources)
         return await self._one_shot(lambda t: t.concat(target, names))
 
+    async def remove(
+        self, path: str, *, recursive: bool = False, skip_trash: bool = False
+    ) -> str | None:
+        """Remove `path` as `pfs rm` does (a directory with `recursive`): into the
+        caller's trash, returning its path there, or for good (None) with
+        `skip_trash`, when the cluster keeps no trash, or what is in a trash already
+        (client/trash.py). `unlink` and `rmdir` delete at once."""
+        from plasmafs.client.trash import remove
+
+        return await remove(self, path, recursive=recursive, skip_trash=skip_trash)
+
     async def unlink(self, path: Where) -> None:
         """Remove a file or symbolic link."""
         await self._one_shot(lambda t: t.unlink(path))

@@ -26,6 +26,7 @@ from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import (
     INLINE_LIMIT_METADATA_KEY,
+    TRASH_METADATA_KEY,
     USER_METADATA_KEY,
     error_from_rpc,
 )
@@ -47,6 +48,7 @@ class Connection:
         self._call = self._stub.Session(metadata=self.metadata)
         self.user = ""  # the name the namenode authenticated, once admitted
         self.inline_limit = 0  # files up to this size may keep their content inline
+        self.trash_interval = 0.0  # seconds removed entries stay in trash (0: no trash)
         self._frame = pb.ClientFrame()
         self._waiting: dict[int, asyncio.Future[pb.Response]] = {}
         self._next_request = 1
@@ -108,6 +110,7 @@ class Connection:
         if user is not None:
             self.user = str(user)
             self.inline_limit = int(values.get(INLINE_LIMIT_METADATA_KEY, 0))
+            self.trash_interval = float(values.get(TRASH_METADATA_KEY, 0))
             return
         await asyncio.wait([self._reader], timeout=timeout)  # it ends with the status
         reason = self._closed or ConnectionLostError(f"{self.address} ended the stream")

@@ -23,6 +23,7 @@ from plasmafs.core.errors import (
 ERRNO_METADATA_KEY = "pfs-errno"
 USER_METADATA_KEY = "pfs-user"  # a Session's initial metadata: whom the namenode authenticated
 INLINE_LIMIT_METADATA_KEY = "pfs-inline-limit"  # and the largest content kept inline
+TRASH_METADATA_KEY = "pfs-trash-interval"  # and the seconds removed entries stay in trash
 T = TypeVar("T")
 
 _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {

@@ -42,7 +42,6 @@ from plasmafs.client.editing import FileEditor
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
 from plasmafs.client.ranges import read_ranges, slice_limits
-from plasmafs.client.removing import remove_tree
 from plasmafs.core import paths
 from plasmafs.core.attributes import Attr, FileKind, TreeEntry
 from plasmafs.core.errors import PlasmaError
@@ -62,7 +61,8 @@ CHUNK = 4 * 1024 * 1024  # bytes per read of a local file in put, and per write 
 
 
 class PlasmaFileSystem(AsyncFileSystem):
-    """plasmafs as an fsspec file system."""
+    """plasmafs as an fsspec file system. `rm` moves into the caller's trash as `pfs rm`
+    does, unless `skip_trash=True` (a storage option) or the cluster keeps no trash."""
 
     protocol = PROTOCOL
     root_marker = "/"
@@ -76,10 +76,12 @@ class PlasmaFileSystem(AsyncFileSystem):
         local_reads: bool | None = None,
         token_file: str | os.PathLike[str] | None = None,
         auto_mkdir: bool = True,
+        skip_trash: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.auto_mkdir = auto_mkdir
+        self.skip_trash = skip_trash
         self.namenode = namenode
         self.replication = replication
         self.blocksize = blocksize
@@ -494,7 +496,10 @@ class PlasmaFileSystem(AsyncFileSystem):
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         path = self._strip_protocol(path)
         fs = await self._client()
-        await answer(fs.unlink(path), path)
+        attr = await answer(fs.lookup(path), path)
+        if attr.kind is FileKind.DIRECTORY:
+            raise IsADirectoryError(21, "is a directory", path)
+        await answer(fs.remove(path, skip_trash=self.skip_trash), path)
 
     async def _rm(
         self,
@@ -513,7 +518,8 @@ class PlasmaFileSystem(AsyncFileSystem):
             if attr.kind is FileKind.DIRECTORY and not recursive:
                 raise IsADirectoryError(21, "is a directory (use recursive=True)", target)
             with contextlib.suppress(FileNotFoundError):  # gone with a directory before it
-                await answer(remove_tree(fs, target), target)
+                removal = fs.remove(target, recursive=True, skip_trash=self.skip_trash)
+                await answer(removal, target)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)

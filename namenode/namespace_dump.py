@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from plasmafs.core.errors import InvalidArgumentError, NotActiveError, NotEmptyError
+from plasmafs.core.trash_names import TRASH_NAME
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,16 @@ async def load(
 
 
 async def _require_empty(conn: asyncpg.Connection) -> None:
+    """NotEmptyError unless the namespace holds its root alone, or with the empty trash
+    directory a namenode makes as it starts: that one goes (the dump brings its own)."""
+    trash = await conn.fetchval(
+        "SELECT ino FROM entries WHERE parent = $1 AND name = $2", ROOT_INO, TRASH_NAME
+    )
+    if trash is not None and not await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM entries WHERE parent = $1)", trash
+    ):
+        await conn.execute("DELETE FROM entries WHERE parent = $1 AND ino = $2", ROOT_INO, trash)
+        await conn.execute("DELETE FROM inodes WHERE ino = $1", trash)
     entries = await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM entries LIMIT 1000) e")
     inodes = await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM inodes LIMIT 2) i")
     extents = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM extents)")

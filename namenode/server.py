@@ -41,6 +41,7 @@ from plasmafs.namenode.settings import NamenodeSettings
 from plasmafs.namenode.standby import StandbyPorts
 from plasmafs.namenode.startup import NamespaceParts, open_namespace, start_replica_health
 from plasmafs.namenode.store import Store
+from plasmafs.namenode.trash import TrashEmptier
 
 log = logging.getLogger(__name__)
 
@@ -269,9 +270,13 @@ class _Daemon:
         self.running = running
         self._announce()
         log.info("namenode active (term %d) on %s", leadership.term, self.listen)
-        sweeper = asyncio.create_task(_forget_expired_releases(store))
+        background = [asyncio.create_task(_forget_expired_releases(store))]
+        if self.settings.trash_interval > 0:
+            emptier = TrashEmptier(running.parts, self.settings.trash_interval)
+            background.append(asyncio.create_task(emptier.run(), name="trash"))
         await _until(deposed.wait(), self.stop)
-        sweeper.cancel()
+        for task in background:
+            task.cancel()
         log.info("namenode stopping" if self.stop.is_set() else "deposed: dropping state")
         await running.stop(self.settings.grace_seconds)
         self.running = None

@@ -14,6 +14,7 @@ from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import (
     INLINE_LIMIT_METADATA_KEY,
+    TRASH_METADATA_KEY,
     USER_METADATA_KEY,
     abort_with,
     answered,
@@ -81,6 +82,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
             (
                 (USER_METADATA_KEY, who.name),
                 (INLINE_LIMIT_METADATA_KEY, str(self.parts.files.inline_limit)),
+                (TRASH_METADATA_KEY, f"{self.settings.trash_interval:g}"),
             )
         )
         session = Session(

@@ -110,6 +110,14 @@ class NamenodeSettings(DaemonSettings):
     )
     default_replication: int = Field(default=1, ge=1, le=32)
     default_blocksize: int = Field(default=1024 * 1024)
+    trash_interval: float = Field(
+        default=86400.0,
+        ge=0,
+        le=365 * 86400,
+        description="seconds an entry removed with `pfs rm` (and the library's and "
+        "fsspec's removes) stays in its remover's trash, /.Trash/<user>/, before the "
+        "namenode deletes it; 0: removes delete at once",
+    )
     inline_limit: int = Field(
         default=4096,
         ge=0,

@@ -394,9 +394,9 @@ def test_local_cluster_up_status_down(tmp_path: Path) -> None:
 
         # Plain commands find the namenode through PFS_HOME/client.json.
         assert "PFS_CLIENT_NAMENODE" not in env
-        assert_ok(run_pfs(env, "ls", "/"), "")
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\n")  # the trash: on by default
         assert_ok(run_pfs(env, "mkdir", "/hello"))
-        assert_ok(run_pfs(env, "ls", "/"), "hello\n")
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\nhello\n")
 
         again = run_pfs(env, "local", "up", timeout=120)
         assert_ok(again, None)

@@ -146,7 +146,7 @@ def test_local_stop_and_start_one_datanode(tmp_path: Path) -> None:
         assert again["datanodes"][0] == state["datanodes"][0]
         assert again["namenode_pid"] == state["namenode_pid"]
         assert_ok(run_pfs(env, "local", "status"), None)
-        assert_ok(run_pfs(env, "ls", "/"), "still-served\n")
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\nstill-served\n")
     finally:
         run_pfs(env, "local", "down", timeout=120)
         for pid, _ in _daemons_under(home):

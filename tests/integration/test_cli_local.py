@@ -51,7 +51,7 @@ def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
         # The same also while the cluster runs; a plain `up` then runs the recorded shape.
         assert_ok(run_pfs(env, "local", "up", timeout=120), None)
         assert_error(run_pfs(env, "local", "up", "--capacity", "1G", timeout=120), "local")
-        assert_ok(run_pfs(env, "ls", "/"), "kept\n")
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\nkept\n")
         assert _shape(home) == made
         assert_ok(run_pfs(env, "local", "down", timeout=120), None)
 
@@ -67,7 +67,7 @@ def test_a_refused_shape_is_not_recorded_and_the_error_says_how_to_recover(
         again = run_pfs(env, "local", "up", "--datanodes", "1", "--capacity", "64M", timeout=120)
         assert_ok(again, None)
         assert _shape(home) == made
-        assert_ok(run_pfs(env, "ls", "/"), "kept\n")
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\nkept\n")
     finally:
         run_pfs(env, "local", "down", timeout=120)
         for pid, _ in _daemons_under(home):
@@ -92,7 +92,8 @@ def test_a_local_cluster_with_a_standby_namenode_survives_the_active_ones_death(
         assert_ok(run_pfs(env, "mkdir", "/kept"))
         state = json.loads((home / "cluster.json").read_text())
         os.kill(state["namenode_pid"], signal.SIGKILL)
-        assert_ok(run_pfs(env, "ls", "/"), "kept\n")  # through the standby, once it took over
+        # Through the standby, once it took over.
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\nkept\n")
         assert_ok(run_pfs(env, "mkdir", "/after"))
         roles = run_pfs(env, "admin", "namenodes")
         assert_ok(roles, None)
@@ -106,7 +107,7 @@ def test_a_local_cluster_with_a_standby_namenode_survives_the_active_ones_death(
         assert_ok(status, None)
         lines = status.out.splitlines()
         assert lines[0].endswith("standby") and lines[1].endswith("active"), status.out
-        assert_ok(run_pfs(env, "ls", "/"), "after\nkept\n")
+        assert_ok(run_pfs(env, "ls", "/"), ".Trash\nafter\nkept\n")
     finally:
         run_pfs(env, "local", "down", timeout=120)
 

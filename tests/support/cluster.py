@@ -154,7 +154,8 @@ class NamenodeProcess:
             assert _pki_home is not None
             sealing = ensure_random_key(_pki_home / "s3-secret.key")
             security["PFS_NAMENODE_S3_SECRET_FILE"] = str(sealing)
-        env = {**security, **(self.env or {})}
+        # Removes delete at once unless a test turns the trash on (test_trash.py does).
+        env = {**security, "PFS_NAMENODE_TRASH_INTERVAL": "0", **(self.env or {})}
         self.proc, addresses = start_daemon("namenode", self.workdir, args, timeout, env)
         self.address, self.registry_address = addresses
         return self
