@@ -563,8 +563,41 @@ class Client(ClientXattrs, ClientLocks):
         await self._one_shot(lambda t: t.rename(src, dst, replace=replace, exchange=exchange))
 
     async def setattr(self, target: str | int, **changes: int | None) -> Attr:
-        """Change attributes (mode, uid, gid, mtime_ns, size, replication)."""
+        """Change attributes (mode, uid, gid, mtime_ns, size, replication). A size
+        beyond the end reads as zeros up to the new end (POSIX), as `truncate` makes
+        it; `Transaction.setattr` changes the size alone, without that care."""
+        size = changes.get("size")
+        if size is not None:
+            attr = await self.truncate(target, size)
+            rest = {k: v for k, v in changes.items() if k != "size" and v is not None}
+            if not rest and not changes.get("mtime_now"):
+                return attr
+            changes = {k: v for k, v in changes.items() if k != "size"}
         return await self._one_shot(lambda t: t.setattr(target, **changes))
+
+    async def truncate(self, target: str | int, size: int) -> Attr:
+        """Set the size of a file (a path, symlinks followed, or an inode number):
+        what is past the new end is gone, and what an extension adds reads as zeros
+        however the file was cut before. A file growing past an end inside a block has
+        that block rewritten with zeros after its end (an edit); other size changes
+        are one namenode request."""
+        from plasmafs.client.editing import FileEditor
+
+        attr = (
+            await (await self._reads()).getattr(target)
+            if isinstance(target, int)
+            else (await self.stat(target))
+        )
+        if size <= attr.size or attr.size % attr.blocksize == 0 or attr.kind is not FileKind.FILE:
+            return await self._one_shot(lambda t: t.setattr(target, size=size))
+        editor = await self.open(attr.ino, "r+b")
+        assert isinstance(editor, FileEditor)
+        try:
+            editor.truncate(size)
+            return await editor.close()
+        except BaseException:
+            await editor.abort()
+            raise
 
     async def chmod(self, path: str, mode: int) -> Attr:
         """Change permission bits."""

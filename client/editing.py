@@ -203,6 +203,12 @@ class FileEditor:
         assert self._reader is not None and self._reader.blocks is not None
         if self._reader.blocks.inline and self._committed_limit() > 0:
             await self._block(0)  # a content kept inline moves to block 0 with the rest
+        end = self._committed_limit()
+        if self.size > end and end % self._bs:
+            # Growing past a committed end inside a block: that block may hold bytes
+            # past the end (a truncation cut them, a copied range brought them), which
+            # must read as zeros now. Its new version is its head and zeros.
+            await self._block(end // self._bs)
         if self._truncated_to is not None:
             await t.setattr(self.ino, size=self._truncated_to)
         writes = []

@@ -26,7 +26,7 @@ def test_dump_bench_round_trips_and_reports(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    assert figures["entries"] == 5000 + 21  # /data and its 20 files besides the bulk
+    assert figures["entries"] == 5000 + 22  # /data, its 20 files and /.Trash besides the bulk
     for name in ("dump_entries_per_s", "load_entries_per_s", "pg_dump_s", "pg_restore_s"):
         assert figures[name] > 0, name
     assert "`pfs admin load`" in benchmarks.read_text()

@@ -186,6 +186,22 @@ def test_writes_anywhere_in_a_file(mount: Mount, inline_cluster: DataCluster) ->
     assert path.read_bytes() == bytes(expected[:3]) + bytes(7) + b"!"
 
 
+def test_a_file_cut_then_extended_reads_zeros_past_the_cut(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    bs = inline_cluster.blocksize
+    path = mount.path / "cut"
+    data = os.urandom(2 * bs)
+    path.write_bytes(data)
+    os.truncate(path, bs + 5)  # not open: one namenode request
+    os.truncate(path, 2 * bs)  # growing past an end inside a block
+    assert path.read_bytes() == data[: bs + 5] + bytes(bs - 5)
+    with open(path, "r+b") as f:  # cut and grown again in one open, nothing written
+        f.truncate(7)
+        f.truncate(bs + 1)
+    assert path.read_bytes() == data[:7] + bytes(bs - 6)
+
+
 def test_sqlite_creates_and_queries_a_database(mount: Mount) -> None:
     db = sqlite3.connect(mount.path / "db.sqlite")
     try:

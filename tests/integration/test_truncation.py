@@ -1,0 +1,48 @@
+"""Sizes set through the library on real datanodes: what is past a cut is gone for
+good, and an extension reads zeros, whether the cut came from a size change, an edit,
+or a copied range that ended inside a block (POSIX's truncate)."""
+
+from __future__ import annotations
+
+import os
+
+from plasmafs.client import Client
+from plasmafs.client.editing import FileEditor
+from plasmafs.client.file_reader import FileReader
+from plasmafs.client.file_writer import FileWriter
+from tests.conftest import DataCluster
+
+
+async def test_an_extension_after_a_cut_reads_zeros(dfs: Client, data_cluster: DataCluster) -> None:
+    bs = data_cluster.blocksize
+    data = os.urandom(3 * bs)
+    await dfs.write_file("/f", data)
+    await dfs.setattr("/f", size=bs + 10)
+    await dfs.setattr("/f", size=3 * bs)
+    assert await dfs.read_file("/f") == data[: bs + 10] + bytes(2 * bs - 10)
+    await dfs.truncate("/f", 5)
+    attr = await dfs.truncate("/f", bs)
+    assert attr.size == bs
+    assert await dfs.read_file("/f") == data[:5] + bytes(bs - 5)
+
+    editor = await dfs.open("/f", "r+b")
+    assert isinstance(editor, FileEditor)
+    editor.truncate(2)
+    editor.truncate(2 * bs + 3)  # one edit, nothing written
+    await editor.close()
+    assert await dfs.read_file("/f") == data[:2] + bytes(2 * bs + 1)
+
+
+async def test_a_copied_range_extended_reads_zeros(dfs: Client, data_cluster: DataCluster) -> None:
+    bs = data_cluster.blocksize
+    data = os.urandom(3 * bs)
+    await dfs.write_file("/src", data)
+    reader = await dfs.open("/src", "rb")
+    writer = await dfs.open("/part", "wb")
+    assert isinstance(reader, FileReader) and isinstance(writer, FileWriter)
+    async with reader:
+        await writer.copy_blocks(reader, bs, bs + 100)  # its last block holds more
+        await writer.close()
+    assert await dfs.read_file("/part") == data[bs : 2 * bs + 100]
+    await dfs.setattr("/part", size=2 * bs)
+    assert await dfs.read_file("/part") == data[bs : 2 * bs + 100] + bytes(bs - 100)
