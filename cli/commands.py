@@ -324,7 +324,10 @@ async def cmd_blocks(fs: Client, args: argparse.Namespace, out: Reporter) -> Non
 
 
 async def cmd_fsstat(fs: Client, args: argparse.Namespace, out: Reporter) -> None:
-    print(formatting.fsstat_report(await fs.fsstat()))
+    from plasmafs.client.trash import space_in_trash
+
+    st = await fs.fsstat()
+    print(formatting.fsstat_report(st, await space_in_trash(fs)))
 
 
 # --- replica health and administration ------------------------------------------------------

@@ -106,8 +106,10 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def fsstat_report(st: FsStat) -> str:
-    """The `pfs fsstat` report."""
+def fsstat_report(st: FsStat, in_trash: int | None = None) -> str:
+    """The `pfs fsstat` report; `in_trash`: the space the caller's trash holds (None:
+    the cluster keeps no trash)."""
+    trash = [] if in_trash is None else [("in your trash", human_bytes(in_trash))]
     return aligned(
         [
             ("files", str(st.files)),
@@ -116,6 +118,7 @@ def fsstat_report(st: FsStat) -> str:
             ("capacity", human_bytes(st.capacity_bytes)),
             ("used", human_bytes(st.used_bytes)),
             ("held back", human_bytes(st.held_bytes)),
+            *trash,
             ("live datanodes", str(st.live_datanodes)),
             ("blocksize", human_bytes(st.blocksize)),
             ("under-replicated blocks", str(st.under_replicated_blocks)),

@@ -111,6 +111,18 @@ async def expunge(fs: Client, *, immediate: bool = False) -> list[str]:
     return [f"{home}/{name}" for name in doomed]
 
 
+async def space_in_trash(fs: Client) -> int | None:
+    """The space (with replication) the caller's trash holds; None when the cluster
+    keeps no trash."""
+    conn = await fs.connection()
+    if conn.trash_interval <= 0:
+        return None
+    try:
+        return (await fs.summarize(f"{TRASH}/{conn.user}")).space
+    except NotFoundError:
+        return 0
+
+
 async def _trash_missing(fs: Client) -> bool:
     try:
         await fs.stat(TRASH)

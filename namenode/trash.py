@@ -67,9 +67,13 @@ class TrashEmptier:
     async def pass_once(self, now: float) -> None:
         """Checkpoint every user's Current, then delete the checkpoints past the interval."""
         stamp = checkpoint_name(now)
-        for user in await self._names(TRASH, directories=True):
+        users = await self._names(TRASH, directories=True)
+        if users is None:  # removed by a superuser: made again
+            await self._ensure_root()
+            return
+        for user in users:
             home = f"{TRASH}/{user}"
-            names = await self._names(home, directories=True)
+            names = await self._names(home, directories=True) or []
             if CURRENT in names and stamp not in names:
                 current, checkpoint = f"{home}/{CURRENT}", f"{home}/{stamp}"
                 await self._change(partial(self._rename, src=current, dst=checkpoint))
@@ -110,8 +114,8 @@ class TrashEmptier:
 
         await self._change(make)
 
-    async def _names(self, path: str, *, directories: bool) -> list[str]:
-        """The names of `path`'s entries (its directories only, if asked); none if it
+    async def _names(self, path: str, *, directories: bool) -> list[str] | None:
+        """The names of `path`'s entries (its directories only, if asked); None if it
         is gone."""
         names: list[str] = []
         after: list[str] = []
@@ -121,7 +125,7 @@ class TrashEmptier:
                     SUPERUSER, _place(path), after, BATCH, depth=1
                 )
             except NotFoundError:
-                return names
+                return None
             names += [
                 i.path for i in items if i.path and (not directories or i.inode.kind == _DIRECTORY)
             ]

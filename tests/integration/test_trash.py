@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client
+from plasmafs.client.trash import space_in_trash
 from plasmafs.core.errors import (
     NotFoundError,
     OperationNotPermittedError,
@@ -103,6 +104,8 @@ async def test_rm_moves_into_the_trash_and_a_rename_restores_it(
     assert await _gone(fs, "/data/sub/f")
     assert await fs.read_file(f"{ROOT_TRASH}/data/sub/f") == data
     assert (await fs.stat("/.Trash/root")).mode & 0o777 == 0o700
+    held = [line for line in _pfs(cluster, tmp_path, "fsstat").splitlines() if "trash" in line]
+    assert len(held) == 1 and held[0].startswith("in your trash:") and "KiB" in held[0]
     await fs.rename(f"{ROOT_TRASH}/data/sub/f", "/data/sub/f")
     assert await fs.read_file("/data/sub/f") == data
 
@@ -137,6 +140,7 @@ async def _expiry(fs: Client) -> None:
     kept = await fs.fsstat()
     await fs.remove("/big")
     assert (await fs.fsstat()).used_bytes == kept.used_bytes  # in the trash, still held
+    assert await space_in_trash(fs) == 2 * len(data)  # what pfs fsstat shows
     await eventually(lambda: _gone(fs, f"{ROOT_TRASH}/big"), timeout=10)
     # Checkpointed, then deleted once past the interval: the trash holds nothing.
     await eventually(lambda: _trash_empty(fs), timeout=20)
@@ -267,3 +271,11 @@ async def _readable(fs: Client, path: str) -> bool:
         return await fs.read_file(path) == b"removed before the dump"
     except PlasmaError:
         return False  # the namenode starting over after the load
+
+
+async def test_the_trash_removed_for_good_is_made_again(short: DataCluster) -> None:
+    async with connected_client(short.namenode.address) as fs:
+        assert await fs.remove("/.Trash", recursive=True) is None  # in the trash: for good
+        assert await _gone(fs, "/.Trash")
+        await eventually(lambda: _exists(fs, "/.Trash"), timeout=10)
+        assert (await fs.stat("/.Trash")).mode & 0o7777 == 0o1777
