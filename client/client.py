@@ -580,15 +580,18 @@ class Client(ClientXattrs, ClientLocks):
         what is past the new end is gone, and what an extension adds reads as zeros
         however the file was cut before. A file growing past an end inside a block has
         that block rewritten with zeros after its end (an edit); other size changes
-        are one namenode request."""
+        are one namenode request (two for an extension)."""
         from plasmafs.client.editing import FileEditor
 
-        attr = (
-            await (await self._reads()).getattr(target)
-            if isinstance(target, int)
-            else (await self.stat(target))
-        )
-        if size <= attr.size or attr.size % attr.blocksize == 0 or attr.kind is not FileKind.FILE:
+        reads = await self._reads()
+        attr = await reads.getattr(target) if isinstance(target, int) else await self.stat(target)
+        raw = size <= attr.size or attr.size % attr.blocksize == 0 or attr.kind is not FileKind.FILE
+        if not raw:
+            # Only a block holding the end needs it: not a hole, not an inline content
+            # (that reads as zeros past its bytes already).
+            end = await reads.blocks(attr.ino, attr.size // attr.blocksize, 1)
+            raw = end.inline is not None or not end.extents
+        if raw:
             return await self._one_shot(lambda t: t.setattr(target, size=size))
         editor = await self.open(attr.ino, "r+b")
         assert isinstance(editor, FileEditor)
