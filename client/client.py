@@ -235,9 +235,14 @@ class Client(ClientXattrs, ClientLocks):
         can then go with the create, unanswered, and everything commits in one round
         trip. The numbers are reserved in batches."""
         conn = await self.connection()
-        if self._inodes_of is not conn or not self._inodes:
+        if self._inodes_of is not conn:
+            self._inodes, self._inodes_of = [], conn
+        if not self._inodes:
             inodes = await SessionRequests(conn).reserve_inodes(INODE_BATCH)
-            self._inodes, self._inodes_of = inodes[::-1], conn
+            if self._inodes_of is conn:  # callers that refilled meanwhile keep theirs
+                self._inodes.extend(inodes[::-1])
+            else:
+                self._inodes, self._inodes_of = inodes[::-1], conn
         return Transaction(conn, durable=self.durable_commits), self._inodes.pop()
 
     def transaction(self, *, lock_wait: float = 0.0) -> _TransactionScope:

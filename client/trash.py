@@ -63,6 +63,7 @@ async def remove(
 async def move_to_trash(fs: Client, path: str, user: str) -> str:
     """Move `path` to `user`'s trash under its own path, making the directories it
     needs there; its path in the trash."""
+    await _check_home(fs, f"{TRASH}/{user}")
     parent, name = paths.parent_and_name(paths.join(f"{TRASH}/{user}/{CURRENT}", path.lstrip("/")))
     target = f"{parent}/{name}"
     for attempt in range(ATTEMPTS):
@@ -121,6 +122,22 @@ async def space_in_trash(fs: Client) -> int | None:
         return (await fs.summarize(f"{TRASH}/{conn.user}")).space
     except NotFoundError:
         return 0
+
+
+async def _check_home(fs: Client, home: str) -> None:
+    """Refuse a trash another user could reach into: `home`, if it exists, must be a
+    directory (not a link) that only its owner may write (1777's /.Trash lets anyone
+    make a name there first; a home made by someone else and closed to the caller
+    fails the move with EACCES, which is safe)."""
+    try:
+        attr = await fs.lookup(home)
+    except NotFoundError:
+        return
+    if attr.kind is not FileKind.DIRECTORY or attr.mode & 0o022:
+        raise PermissionError(
+            f"{home} is not a private directory (a link, or writable by others): the "
+            "trash refuses it; an administrator removes it, or remove with skip_trash"
+        )
 
 
 async def _trash_missing(fs: Client) -> bool:

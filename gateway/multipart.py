@@ -419,12 +419,16 @@ async def _assemble(
     async def concatenate_in_place() -> None:
         t = await fs.begin()
         rest = [part_path(directory, p.number) for p in parts[1:]]
-        sent = [
-            *([t.concat(first, rest)] if rest else []),
-            t.setattr(first, mtime_ns=meta.mtime_ns),
-            t.setxattr(first, XATTR, meta.to_bytes()),
-            t.rename(first, path, replace=replace),
-        ]
+        try:
+            sent = [
+                *([t.concat(first, rest)] if rest else []),
+                t.setattr(first, mtime_ns=meta.mtime_ns),
+                t.setxattr(first, XATTR, meta.to_bytes()),
+                t.rename(first, path, replace=replace),
+            ]
+        except BaseException:  # refused before it left: nothing stays open
+            await t.abort()
+            raise
         await answers(*sent, t.commit(unless_failed=True))
 
     await into_place(fs, root, bucket, key, concatenate_in_place)

@@ -189,13 +189,17 @@ async def _put_small(
     async def create_in_place() -> None:
         t, ino = await fs.begin_with_inode()
         staged = staging_path(s3.gateway.root, uuid.uuid4().hex)
-        sent = [
-            t.create(staged, ino=ino),
-            *([t.write_inline(ino, bytes(data))] if data else []),
-            t.setattr(ino, mtime_ns=meta.mtime_ns),
-            t.setxattr(ino, XATTR, meta.to_bytes()),
-            t.rename(staged, path, replace=replace),
-        ]
+        try:
+            sent = [
+                t.create(staged, ino=ino),
+                *([t.write_inline(ino, bytes(data))] if data else []),
+                t.setattr(ino, mtime_ns=meta.mtime_ns),
+                t.setxattr(ino, XATTR, meta.to_bytes()),
+                t.rename(staged, path, replace=replace),
+            ]
+        except BaseException:  # refused before it left (a limit): nothing stays open
+            await t.abort()
+            raise
         await answers(*sent, t.commit(unless_failed=True))
 
     await into_place(fs, s3.gateway.root, bucket, key, create_in_place)

@@ -82,7 +82,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
             (
                 (USER_METADATA_KEY, who.name),
                 (INLINE_LIMIT_METADATA_KEY, str(self.parts.files.inline_limit)),
-                (TRASH_METADATA_KEY, f"{self.settings.trash_interval:g}"),
+                (TRASH_METADATA_KEY, repr(float(self.settings.trash_interval))),
             )
         )
         session = Session(

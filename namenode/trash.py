@@ -55,14 +55,21 @@ class TrashEmptier:
         self._txn_ids = itertools.count(1)
 
     async def run(self) -> None:
-        """Make /.Trash, then empty it every period until cancelled."""
-        await self._ensure_root()
+        """Make /.Trash, then empty it every period until cancelled; a pass that fails
+        (a conflict, a lost term, PostgreSQL away) is logged and the next one tries."""
+        while True:
+            try:
+                await self._ensure_root()
+                break
+            except Exception:
+                log.exception("making %s failed", TRASH)
+                await asyncio.sleep(self.period)
         while True:
             await asyncio.sleep(self.period)
             try:
                 await self.pass_once(time.time())
-            except PlasmaError as exc:  # a conflict, a namenode losing its term: next time
-                log.warning("emptying the trash stopped early: %s", exc)
+            except Exception:
+                log.exception("emptying the trash stopped early")
 
     async def pass_once(self, now: float) -> None:
         """Checkpoint every user's Current, then delete the checkpoints past the interval."""
@@ -72,15 +79,21 @@ class TrashEmptier:
             await self._ensure_root()
             return
         for user in users:
-            home = f"{TRASH}/{user}"
-            names = await self._names(home, directories=True) or []
-            if CURRENT in names and stamp not in names:
-                current, checkpoint = f"{home}/{CURRENT}", f"{home}/{stamp}"
-                await self._change(partial(self._rename, src=current, dst=checkpoint))
-            for name in names:
-                taken = checkpoint_time(name)
-                if taken is not None and taken <= now - self.interval:
-                    await self.delete_tree(f"{home}/{name}")
+            try:
+                await self._empty(f"{TRASH}/{user}", stamp, now)
+            except PlasmaError as exc:  # one user's trash in the way: the others go on
+                log.warning("emptying %s/%s stopped early: %s", TRASH, user, exc)
+
+    async def _empty(self, home: str, stamp: str, now: float) -> None:
+        """Checkpoint one user's Current and delete their checkpoints past the interval."""
+        names = await self._names(home, directories=True) or []
+        if CURRENT in names and stamp not in names:
+            current, checkpoint = f"{home}/{CURRENT}", f"{home}/{stamp}"
+            await self._change(partial(self._rename, src=current, dst=checkpoint))
+        for name in names:
+            taken = checkpoint_time(name)
+            if taken is not None and taken <= now - self.interval:
+                await self.delete_tree(f"{home}/{name}")
 
     async def delete_tree(self, path: str) -> None:
         """Delete `path` and everything below it, BATCH removals per transaction."""

@@ -279,3 +279,20 @@ async def test_the_trash_removed_for_good_is_made_again(short: DataCluster) -> N
         assert await _gone(fs, "/.Trash")
         await eventually(lambda: _exists(fs, "/.Trash"), timeout=10)
         assert (await fs.stat("/.Trash")).mode & 0o7777 == 0o1777
+
+
+async def test_a_trash_someone_else_made_open_is_refused(fs: Client, cluster: DataCluster) -> None:
+    await fs.mkdir("/shared")
+    await fs.chmod("/shared", 0o1777)
+    alice = Client(cluster.namenode.address, token=TOKENS["alice"])
+    bob = Client(cluster.namenode.address, token=TOKENS["bob"])
+    try:
+        await bob.mkdir("/.Trash/alice", 0o777)  # first, in the 1777 /.Trash
+        await bob.chmod("/.Trash/alice", 0o777)
+        await alice.write_file("/shared/f", b"private")
+        with pytest.raises(PermissionError, match="not a private directory"):
+            await alice.remove("/shared/f")
+        assert await alice.read_file("/shared/f") == b"private"  # where it was
+    finally:
+        await alice.close()
+        await bob.close()
