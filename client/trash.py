@@ -31,7 +31,7 @@ from plasmafs.core.trash_names import (
     CURRENT,
     TRASH,
     checkpoint_name,
-    checkpoint_time,
+    expired,
     in_trash,
 )
 
@@ -105,8 +105,7 @@ async def expunge(fs: Client, *, immediate: bool = False) -> list[str]:
         if CURRENT in names and stamp not in names:
             await fs.rename(f"{home}/{CURRENT}", f"{home}/{stamp}", replace=False)
             names = [stamp if n == CURRENT else n for n in names]
-        limit = now - conn.trash_interval
-        doomed = [n for n in names if (made := checkpoint_time(n)) is not None and made <= limit]
+        doomed = expired(names, now, conn.trash_interval)
     for name in doomed:
         await remove_tree(fs, f"{home}/{name}")
     return [f"{home}/{name}" for name in doomed]

@@ -28,6 +28,12 @@ def checkpoint_name(now: float) -> str:
     return time.strftime(CHECKPOINT_FORMAT, time.gmtime(now))
 
 
+def expired(names: list[str], now: float, interval: float) -> list[str]:
+    """The checkpoints among `names` made at or before `now - interval`."""
+    limit = now - interval
+    return [n for n in names if (made := checkpoint_time(n)) is not None and made <= limit]
+
+
 def checkpoint_time(name: str) -> float | None:
     """The time a checkpoint's name says (None: the name is no checkpoint's)."""
     if len(name) != 12 or not name.isdigit():

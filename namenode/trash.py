@@ -24,7 +24,7 @@ from functools import partial
 
 from plasmafs.core.attributes import FileKind
 from plasmafs.core.errors import ExistsError, NotFoundError, PlasmaError
-from plasmafs.core.trash_names import CURRENT, TRASH, checkpoint_name, checkpoint_time
+from plasmafs.core.trash_names import CURRENT, TRASH, checkpoint_name, expired
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.principals import SUPERUSER
 from plasmafs.namenode.startup import NamespaceParts
@@ -74,7 +74,7 @@ class TrashEmptier:
     async def pass_once(self, now: float) -> None:
         """Checkpoint every user's Current, then delete the checkpoints past the interval."""
         stamp = checkpoint_name(now)
-        users = await self._names(TRASH, directories=True)
+        users = await self._directories(TRASH)
         if users is None:  # removed by a superuser: made again
             await self._ensure_root()
             return
@@ -86,14 +86,12 @@ class TrashEmptier:
 
     async def _empty(self, home: str, stamp: str, now: float) -> None:
         """Checkpoint one user's Current and delete their checkpoints past the interval."""
-        names = await self._names(home, directories=True) or []
+        names = await self._directories(home) or []
         if CURRENT in names and stamp not in names:
             current, checkpoint = f"{home}/{CURRENT}", f"{home}/{stamp}"
             await self._change(partial(self._rename, src=current, dst=checkpoint))
-        for name in names:
-            taken = checkpoint_time(name)
-            if taken is not None and taken <= now - self.interval:
-                await self.delete_tree(f"{home}/{name}")
+        for name in expired(names, now, self.interval):
+            await self.delete_tree(f"{home}/{name}")
 
     async def delete_tree(self, path: str) -> None:
         """Delete `path` and everything below it, BATCH removals per transaction."""
@@ -127,9 +125,8 @@ class TrashEmptier:
 
         await self._change(make)
 
-    async def _names(self, path: str, *, directories: bool) -> list[str] | None:
-        """The names of `path`'s entries (its directories only, if asked); None if it
-        is gone."""
+    async def _directories(self, path: str) -> list[str] | None:
+        """The names of the directories in `path`; None if it is gone."""
         names: list[str] = []
         after: list[str] = []
         while True:
@@ -139,9 +136,7 @@ class TrashEmptier:
                 )
             except NotFoundError:
                 return None
-            names += [
-                i.path for i in items if i.path and (not directories or i.inode.kind == _DIRECTORY)
-            ]
+            names += [i.path for i in items if i.path and i.inode.kind == _DIRECTORY]
             if not more or not items:
                 return names
             after = [items[-1].path]
