@@ -38,9 +38,17 @@ class CommandParser(argparse.ArgumentParser):
         signed_values: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # "--" options; below: "-" ones too
         super().__init__(*args, **kwargs)
         self.leading_mode = leading_mode
         self.signed_values = signed_values
+
+    def _get_option_tuples(self, option_string: str) -> list[Any]:
+        # argparse matches "-s" to "-skipTrash" whatever allow_abbrev says: keep only
+        # a one-letter option with its value attached ("-m755").
+        name = option_string.split("=", 1)[0]
+        found = super()._get_option_tuples(option_string)  # type: ignore[misc]
+        return [t for t in found if t[1] == name or len(t[1]) == 2]
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         """As ArgumentParser's, after marking a leading mode as positional and joining

@@ -59,6 +59,7 @@ from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 from plasmafs.namenode.transactions import Transactions
+from plasmafs.namenode.trash_moves import TRASH_NAME, check_removable_tree
 from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
 MAX_LINKS = 65000  # hard links of one inode at most (ext4's limit)
@@ -557,6 +558,7 @@ class Namespace:
             check_access(who, m.mode, m.uid, m.gid, W, src.shown)
             await self.transactions.lock(t, DIRTREE_LOCK, True)
             await self._check_not_ancestor(t, moved.ino, dst_dir.ino, src)
+            await self._check_trash_move(t, moved.ino, src_dir.ino, dst_dir.ino, src)
         replaced_ino = await self.view.entry(t, dst_dir.ino, dst_name)
         replaced: Inode | None = None
         if replaced_ino is not None:
@@ -618,6 +620,8 @@ class Namespace:
             await self.transactions.lock(t, DIRTREE_LOCK, True)
             for inode, parent, where in dirs:
                 await self._check_not_ancestor(t, inode.ino, parent.ino, where)
+                old = dst_dir if parent is src_dir else src_dir
+                await self._check_trash_move(t, inode.ino, old.ino, parent.ino, where)
         now = time.time_ns()
         cs = t.cs
         cs.set_entry(src_dir.ino, src_name, other.ino)
@@ -633,6 +637,30 @@ class Namespace:
                 src_delta += 1 if parent is src_dir else -1
         cs.touch(src_dir.ino, now, src_delta)
         cs.touch(dst_dir.ino, now, -src_delta)
+
+    async def _check_trash_move(
+        self, t: Txn, moved: int, old_parent: int, new_parent: int, where: Place
+    ) -> None:
+        """A directory moving from outside the trash into it must be one the caller
+        could remove whole (namenode/trash_moves.py says why)."""
+        if t.who.superuser:
+            return
+        trash = await self.view.entry(t, ROOT_INO, TRASH_NAME)
+        if trash is None or not await self._within(t, new_parent, trash):
+            return
+        if not await self._within(t, old_parent, trash):
+            await check_removable_tree(self.store, t.who, moved, where.shown)
+
+    async def _within(self, t: Txn, directory: int, ancestor: int) -> bool:
+        """True if `directory` is `ancestor` or below it."""
+        node: int | None = directory
+        for _ in range(MAX_DEPTH):
+            if node == ancestor:
+                return True
+            if node == ROOT_INO or node is None:
+                return False
+            node = await self._parent_of_dir(t, node)
+        raise StorageError("directory tree deeper than the namenode's walk limit")
 
     async def _check_not_ancestor(self, t: Txn, moved: int, start: int, src: Place) -> None:
         node: int | None = start

@@ -296,3 +296,43 @@ async def test_a_trash_someone_else_made_open_is_refused(fs: Client, cluster: Da
     finally:
         await alice.close()
         await bob.close()
+
+
+async def test_a_tree_goes_to_the_trash_only_if_its_remover_could_delete_it(
+    fs: Client, cluster: DataCluster
+) -> None:
+    """The emptier deletes as the superuser: a user with write access on a shared
+    directory may not have it delete another's tree they could not remove."""
+    await fs.mkdir("/group")
+    await fs.chmod("/group", 0o777)
+    alice = Client(cluster.namenode.address, token=TOKENS["alice"])
+    bob = Client(cluster.namenode.address, token=TOKENS["bob"])
+    try:
+        await alice.mkdir("/group/tree/sub", 0o755, parents=True)
+        await alice.write_file("/group/tree/sub/data", b"alice's data")
+        await alice.chmod("/group/tree", 0o777)  # bob may move it (its ".." changes)
+        for skip_trash in (False, True):
+            with pytest.raises(PermissionError):
+                await bob.remove("/group/tree", recursive=True, skip_trash=skip_trash)
+        await bob.mkdir("/.Trash/bob", 0o700)
+        with pytest.raises(PermissionError, match="cannot move it to the trash"):
+            await bob.rename("/group/tree", "/.Trash/bob/taken")  # not through `remove`
+        assert await alice.read_file("/group/tree/sub/data") == b"alice's data"
+
+        await alice.mkdir("/group/box", 0o755)
+        await alice.chmod("/group/box", 0o1777)  # bob may write it, not remove alice's
+        await alice.write_file("/group/box/f", b"f")
+        with pytest.raises(OperationNotPermittedError, match="sticky"):
+            await bob.remove("/group/box", recursive=True)
+        assert await alice.read_file("/group/box/f") == b"f"
+
+        await alice.chmod("/group/tree/sub", 0o777)  # now bob could remove it all
+        assert await bob.remove("/group/tree", recursive=True) == ("/.Trash/bob/Current/group/tree")
+        await bob.mkdir("/group/mine/deep", 0o700, parents=True)
+        await bob.write_file("/group/mine/deep/f", b"bob's")
+        assert await bob.remove("/group/mine", recursive=True)
+        await bob.rename("/.Trash/bob/Current/group/mine", "/group/mine")  # out: as POSIX says
+        assert await bob.read_file("/group/mine/deep/f") == b"bob's"
+    finally:
+        await alice.close()
+        await bob.close()
