@@ -47,7 +47,7 @@ class CommandParser(argparse.ArgumentParser):
         # argparse matches "-s" to "-skipTrash" whatever allow_abbrev says: keep only
         # a one-letter option with its value attached ("-m755").
         name = option_string.split("=", 1)[0]
-        found = super()._get_option_tuples(option_string)  # type: ignore[misc]
+        found = super()._get_option_tuples(option_string)
         return [t for t in found if t[1] == name or len(t[1]) == 2]
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
