@@ -27,16 +27,22 @@ def source_order(sources: tuple[Replica, ...], target: Replica) -> list[Replica]
 
 
 async def fill_extent(
-    channels: DataChannels, target: Extent, source: Extent, source_index: int
+    channels: DataChannels,
+    target: Extent,
+    source: Extent,
+    source_index: int,
+    content_bytes: int = 0,
 ) -> None:
     """Fill every replica of `target` with the source's blocks from file block
-    `source_index` on (inside the source extent), all replicas at once; the first
-    failure cancels the others."""
+    `source_index` on (inside the source extent), all replicas at once, zeros past
+    `content_bytes` (0: none); the first failure cancels the others."""
     offset = source_index - source.file_index
     if offset < 0 or offset + target.block_count > source.block_count:
         raise ValueError("the blocks to copy lie outside the source extent")
     copies = [
-        asyncio.ensure_future(_fill_replica(channels, r, target.block_count, source, offset))
+        asyncio.ensure_future(
+            _fill_replica(channels, r, target.block_count, source, offset, content_bytes)
+        )
         for r in target.replicas
     ]
     try:
@@ -49,12 +55,17 @@ async def fill_extent(
 
 
 async def _fill_replica(
-    channels: DataChannels, target: Replica, count: int, source: Extent, offset: int
+    channels: DataChannels,
+    target: Replica,
+    count: int,
+    source: Extent,
+    offset: int,
+    content_bytes: int,
 ) -> None:
     errors: list[PlasmaError] = []
     for replica in source_order(source.replicas, target):
         try:
-            await copy_range(channels, target, 0, count, replica, offset)
+            await copy_range(channels, target, 0, count, replica, offset, content_bytes)
             return
         except (UnavailableError, CorruptionError) as exc:
             errors.append(exc)  # this source could not be read: the next one

@@ -157,20 +157,21 @@ async def copy_range(
     block_count: int,
     source: Replica,
     source_first_block: int,
+    content_bytes: int = 0,
 ) -> int:
     """Have the target replica's datanode fill `block_count` blocks from `first_block`
     blocks into its extent with the blocks of the source replica from
     `source_first_block` on (server-side: no byte passes through this client); returns
-    the bytes the target made durable."""
+    the bytes the target made durable. With `content_bytes`, the target's blocks hold
+    zeros past that many bytes."""
     request = dpb.CopyRequest(
         ticket=_ticket(target),
         block_start=target.block_start + first_block,
         block_count=block_count,
         source_ticket=_ticket(source),
         source_datanode_id=source.datanode_id,
-        source_address=source.address,
-        source_plaintext=source.plaintext,
         source_block_start=source.block_start + source_first_block,
+        content_bytes=content_bytes,
     )
     try:
         reply = await channels.stub(target).CopyBlocks(request)

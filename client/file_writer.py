@@ -69,6 +69,7 @@ class FileWriter(FileObject):
         self.attr: Attr | None = None
         self._bs = 0
         self._written = 0  # bytes handed to datanodes (whole file)
+        self._copied = False  # the content is a server-side copy: nothing follows it
         self._since_commit = 0
         self._buffer = bytearray()
         self._runs: list[Extent] = []
@@ -162,6 +163,8 @@ class FileWriter(FileObject):
         may reuse them before the queued data has gone out.
         """
         self._check_open()
+        if self._copied and data:
+            raise InvalidArgumentError("the content is a copy: nothing may be written after it")
         bs = self._bs
         view = memoryview(data)
         if not isinstance(view.obj, bytes):
@@ -219,9 +222,15 @@ class FileWriter(FileObject):
                     extent = (await source.current_blocks()).extents[i]
                     want = min(MAX_RUN_BLOCKS, min(extent.file_end, stop) - index)
                     for target in await self._reserve(index - shift, want):
-                        await fill_extent(self._channels, target, extent, index)
+                        # The last block holds zeros past the copy's end.
+                        room = target.block_count * bs
+                        content = min(room, end - first - (index - shift) * bs)
+                        await fill_extent(
+                            self._channels, target, extent, index, content if content < room else 0
+                        )
                         index += target.block_count
             self._written = end - first
+            self._copied = True
         except BaseException:
             await self._fail()
             raise

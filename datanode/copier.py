@@ -75,17 +75,6 @@ class Source:
             task.source_block_start,
         )
 
-    @classmethod
-    def of_request(cls, request: dpb.CopyRequest) -> Source:
-        """The source a client's copy request names."""
-        return cls(
-            request.source_datanode_id,
-            request.source_address,
-            request.source_plaintext,
-            request.source_ticket,
-            request.source_block_start,
-        )
-
     def __str__(self) -> str:
         return f"source datanode {self.datanode_id} at {self.address}"
 
@@ -241,20 +230,28 @@ class Copier:
             return _failed(task, StorageError(f"volume write failed: {exc}"))
         return pb.CopyResult(task_id=task.task_id, code=pb.OK, bytes=written)
 
-    async def copy_for_client(self, request: dpb.CopyRequest) -> int:
-        """A client's server-side copy into the range its write ticket (checked by the
-        caller) allows: the bytes made durable. Raises a PlasmaError naming the source
-        when reading it fails, or an OSError from the volume."""
+    async def copy_for_client(self, request: dpb.CopyRequest, source: Source) -> int:
+        """A client's server-side copy from `source` into the range its write ticket
+        (checked by the caller, as the source's ticket) allows: the bytes made durable.
+        Raises a PlasmaError naming the source when reading it fails, or an OSError
+        from the volume."""
         if request.block_count < 1:
             raise InvalidArgumentError("a copy of no blocks")
         ticket, base = request.ticket, request.block_start
+        total = request.block_count * self.volume.info.blocksize
+        if request.content_bytes > total:
+            raise InvalidArgumentError(
+                f"a copy of {request.block_count} blocks holds at most {total} bytes, "
+                f"not {request.content_bytes}"
+            )
         with self.inflight.writing(request.block_start, request.block_count):
             written = await self._pull(
-                Source.of_request(request),
+                source,
                 request.block_start,
                 request.block_count,
                 lambda at: tickets.owner_at(ticket, base + at),  # the new file's blocks
                 None,
+                content=request.content_bytes or total,
             )
         self.client_copies += 1
         self.client_bytes += written
@@ -267,12 +264,14 @@ class Copier:
         block_count: int,
         owner_of: Callable[[int], Owner],
         bandwidth: RateLimit | None,
+        content: int | None = None,
     ) -> int:
         """Read `block_count` blocks from `source` into this volume from `block_start`
-        on, the copy's k-th block stamped `owner_of(k)` (None: no rate limit); the
-        bytes made durable."""
+        on, the copy's k-th block stamped `owner_of(k)` (None: no rate limit), zeros
+        written for what lies past `content` bytes; the bytes made durable."""
         bs = self.volume.info.blocksize
         total = block_count * bs
+        content = total if content is None else content
         request = dpb.ReadRequest(
             ticket=source.ticket,
             block_start=source.block_start,
@@ -306,6 +305,8 @@ class Copier:
                 if disk is not None:
                     await asyncio.shield(disk)
                     self.bytes += disk_bytes
+                if written + len(whole) > content:
+                    whole = _zeroed_past(whole, content - written)
                 at = written // bs
                 disk = in_thread(self.io, self._write, block_start + at, whole, owner_of(at))
                 disk_bytes = len(whole)
@@ -342,6 +343,13 @@ class Copier:
                 DatanodeStub(channel).ReadBlocks,
             )
         return cached[1]
+
+
+def _zeroed_past(data: bytes | bytearray | memoryview, keep: int) -> bytearray:
+    """`data` with zeros from byte `keep` on."""
+    copy = bytearray(data)
+    copy[max(0, keep) :] = bytes(len(copy) - max(0, keep))
+    return copy
 
 
 def _failed(task: pb.CopyTask, error: PlasmaError) -> pb.CopyResult:

@@ -160,6 +160,20 @@ class NamenodeLink:
             raise error_from_rpc(exc) from exc
         return reply
 
+    async def peer(self, peer_id: int) -> tuple[str, bool]:
+        """The address datanode `peer_id` registered with, and whether its data port is
+        plaintext."""
+        request = pb.PeerRequest(
+            datanode_id=self.registration.datanode_id,
+            identity=self.volume.info.identity,
+            peer_id=peer_id,
+        )
+        try:
+            reply = await self._call("Peer", request, timeout=10)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from exc
+        return reply.address, reply.plaintext
+
     async def used_blocks(self, after: int) -> tuple[list[UsedRange], bool]:
         """A page of this datanode's committed block ranges starting at or after block
         `after`, and whether more follow."""

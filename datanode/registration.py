@@ -76,3 +76,21 @@ def authorize(
         newest_term=registration.term,
     )
     volume.check_range(start, count)
+
+
+def authorize_peer_read(
+    registration: Registration, ticket: dpb.Ticket, datanode_id: int, start: int, count: int
+) -> None:
+    """Raise unless `ticket` is one the namenode signed for reading blocks [start,
+    start+count) of datanode `datanode_id` (a copy's source: the peer checks it again)."""
+    if not registration.secret:
+        raise StorageError("the datanode has not registered with a namenode yet")
+    tickets.check(
+        registration.secret,
+        ticket,
+        datanode_id,
+        start,
+        count,
+        write=False,
+        revoked=registration.revoked,
+    )

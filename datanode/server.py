@@ -18,6 +18,7 @@ from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.heartbeat import Heartbeats, NamenodeLink, Outbox
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.metrics import DatanodeMetrics, values
+from plasmafs.datanode.peers import Peers
 from plasmafs.datanode.ratelimit import RateLimit
 from plasmafs.datanode.registration import Registration
 from plasmafs.datanode.scrubber import Scrubber
@@ -87,7 +88,8 @@ async def _serve(
         outbox.copy_ended,
         tls,
     )
-    servicer = DatanodeServicer(volume, registration, io, inflight, copier)
+    peers = Peers()
+    servicer = DatanodeServicer(volume, registration, io, inflight, copier, peers)
     server = grpc.aio.server(options=channels.DATANODE_SERVER)
     add_to_server(servicer, server)
     # Data in plaintext (data_tls = false) for trusted networks: tickets still authorize
@@ -100,6 +102,7 @@ async def _serve(
     if local is not None:
         local.start()
     link = NamenodeLink(settings, volume, registration, address, local.path if local else None, tls)
+    peers.lookup = link.peer
     scrubber = Scrubber(
         volume,
         inflight,

@@ -22,12 +22,18 @@ import grpc
 from plasmafs.core import data_framing as dataframes
 from plasmafs.core import tickets
 from plasmafs.core.data_framing import SERVICE
-from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
+from plasmafs.core.errors import (
+    InvalidArgumentError,
+    PlasmaError,
+    StorageError,
+    UnavailableError,
+)
 from plasmafs.core.proto import datanode_pb2 as dpb
 from plasmafs.core.rpc_status import abort_with
-from plasmafs.datanode.copier import Copier
+from plasmafs.datanode.copier import Copier, Source
 from plasmafs.datanode.inflight import InflightWrites, in_thread, run_to_end, settle
-from plasmafs.datanode.registration import Registration, authorize
+from plasmafs.datanode.peers import Peers
+from plasmafs.datanode.registration import Registration, authorize, authorize_peer_read
 from plasmafs.datanode.volume import ReadAhead, Volume, whole_blocks
 
 log = logging.getLogger(__name__)
@@ -46,12 +52,14 @@ class DatanodeServicer:
         io: Executor,
         inflight: InflightWrites,
         copier: Copier,
+        peers: Peers,
     ) -> None:
         self.volume = volume
         self.registration = registration
         self.io = io
         self.inflight = inflight
         self.copier = copier
+        self.peers = peers
         self.bytes_read = 0
         self.bytes_written = 0
 
@@ -172,7 +180,24 @@ class DatanodeServicer:
         """Fill the write ticket's range from the source range; answer when durable."""
         try:
             self._check(request.ticket, request.block_start, request.block_count, write=True)
-            return dpb.WriteReply(bytes_written=await self.copier.copy_for_client(request))
+            peer = request.source_datanode_id
+            authorize_peer_read(
+                self.registration,
+                request.source_ticket,
+                peer,
+                request.source_block_start,
+                request.block_count,
+            )
+            address, plaintext = await self.peers.address(peer)
+            source = Source(
+                peer, address, plaintext, request.source_ticket, request.source_block_start
+            )
+            try:
+                written = await self.copier.copy_for_client(request, source)
+            except UnavailableError:
+                self.peers.forget(peer)  # it may have registered elsewhere since
+                raise
+            return dpb.WriteReply(bytes_written=written)
         except PlasmaError as exc:
             await abort_with(context, exc)
             raise AssertionError("unreachable") from None

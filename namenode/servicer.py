@@ -248,6 +248,21 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
             reply.owners.add(ino=ino, generation=generation, file_index=file_index)
         return reply
 
+    async def Peer(
+        self, request: pb.PeerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PeerReply:
+        """Where another datanode serves its data, as it registered."""
+        return await answered(context, self._peer(request, context))
+
+    async def _peer(
+        self, request: pb.PeerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PeerReply:
+        self._principal(context, request.datanode_id, request.identity)
+        row = self.registry.row(request.peer_id)
+        if row is None:
+            raise NotFoundError(f"datanode {request.peer_id} is not registered")
+        return pb.PeerReply(address=row.address, plaintext=row.plaintext)
+
 
 def _heartbeat_report(request: pb.HeartbeatRequest) -> HeartbeatReport:
     return HeartbeatReport(

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"plasmafs/core/proto/datanode.proto\x12\x14plasmafs.datanode.v1\"\xe6\x01\n\x06Ticket\x12\x13\n\x0b\x64\x61tanode_id\x18\x01 \x01(\r\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\r\n\x05write\x18\x04 \x01(\x08\x12\x17\n\x0f\x65xpires_unix_ms\x18\x05 \x01(\x03\x12\x11\n\tsignature\x18\x06 \x01(\x0c\x12\x12\n\ncredential\x18\x07 \x01(\x04\x12\x0c\n\x04term\x18\x08 \x01(\x04\x12\x11\n\towner_ino\x18\t \x01(\x04\x12\x18\n\x10owner_generation\x18\n \x01(\x04\x12\x13\n\x0bowner_index\x18\x0b \x01(\x04\"\x85\x01\n\x0bReadRequest\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x0e\n\x06length\x18\x05 \x01(\x04\"\x19\n\tReadChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"r\n\nWriteChunk\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"#\n\nWriteReply\x12\x15\n\rbytes_written\x18\x01 \x01(\x04\"\x84\x02\n\x0b\x43opyRequest\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x33\n\rsource_ticket\x18\x04 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x1a\n\x12source_datanode_id\x18\x05 \x01(\r\x12\x16\n\x0esource_address\x18\x06 \x01(\t\x12\x18\n\x10source_plaintext\x18\x07 \x01(\x08\x12\x1a\n\x12source_block_start\x18\x08 \x01(\x04\"\r\n\x0bInfoRequest\"^\n\tInfoReply\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tanode_id\x18\x02 \x01(\r\x12\x11\n\tblocksize\x18\x03 \x01(\r\x12\x17\n\x0f\x63\x61pacity_blocks\x18\x04 \x01(\x04\"|\n\x0cLocalRequest\x12\x31\n\x04read\x18\x01 \x01(\x0b\x32!.plasmafs.datanode.v1.ReadRequestH\x00\x12\x31\n\x05write\x18\x02 \x01(\x0b\x32 .plasmafs.datanode.v1.LocalWriteH\x00\x42\x06\n\x04kind\"\x82\x01\n\nLocalWrite\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x64\x61ta_offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\x12\x0c\n\x04sync\x18\x05 \x01(\x08\"P\n\nLocalReply\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x61ta_offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\x32\xd2\x02\n\x08\x44\x61tanode\x12R\n\nReadBlocks\x12!.plasmafs.datanode.v1.ReadRequest\x1a\x1f.plasmafs.datanode.v1.ReadChunk0\x01\x12S\n\x0bWriteBlocks\x12 .plasmafs.datanode.v1.WriteChunk\x1a .plasmafs.datanode.v1.WriteReply(\x01\x12J\n\x04Info\x12!.plasmafs.datanode.v1.InfoRequest\x1a\x1f.plasmafs.datanode.v1.InfoReply\x12Q\n\nCopyBlocks\x12!.plasmafs.datanode.v1.CopyRequest\x1a .plasmafs.datanode.v1.WriteReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"plasmafs/core/proto/datanode.proto\x12\x14plasmafs.datanode.v1\"\xe6\x01\n\x06Ticket\x12\x13\n\x0b\x64\x61tanode_id\x18\x01 \x01(\r\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\r\n\x05write\x18\x04 \x01(\x08\x12\x17\n\x0f\x65xpires_unix_ms\x18\x05 \x01(\x03\x12\x11\n\tsignature\x18\x06 \x01(\x0c\x12\x12\n\ncredential\x18\x07 \x01(\x04\x12\x0c\n\x04term\x18\x08 \x01(\x04\x12\x11\n\towner_ino\x18\t \x01(\x04\x12\x18\n\x10owner_generation\x18\n \x01(\x04\x12\x13\n\x0bowner_index\x18\x0b \x01(\x04\"\x85\x01\n\x0bReadRequest\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x0e\n\x06length\x18\x05 \x01(\x04\"\x19\n\tReadChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"r\n\nWriteChunk\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"#\n\nWriteReply\x12\x15\n\rbytes_written\x18\x01 \x01(\x04\"\xf5\x01\n\x0b\x43opyRequest\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x62lock_count\x18\x03 \x01(\x04\x12\x33\n\rsource_ticket\x18\x04 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x1a\n\x12source_datanode_id\x18\x05 \x01(\r\x12\x1a\n\x12source_block_start\x18\x08 \x01(\x04\x12\x15\n\rcontent_bytes\x18\t \x01(\x04J\x04\x08\x06\x10\x07J\x04\x08\x07\x10\x08\"\r\n\x0bInfoRequest\"^\n\tInfoReply\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tanode_id\x18\x02 \x01(\r\x12\x11\n\tblocksize\x18\x03 \x01(\r\x12\x17\n\x0f\x63\x61pacity_blocks\x18\x04 \x01(\x04\"|\n\x0cLocalRequest\x12\x31\n\x04read\x18\x01 \x01(\x0b\x32!.plasmafs.datanode.v1.ReadRequestH\x00\x12\x31\n\x05write\x18\x02 \x01(\x0b\x32 .plasmafs.datanode.v1.LocalWriteH\x00\x42\x06\n\x04kind\"\x82\x01\n\nLocalWrite\x12,\n\x06ticket\x18\x01 \x01(\x0b\x32\x1c.plasmafs.datanode.v1.Ticket\x12\x13\n\x0b\x62lock_start\x18\x02 \x01(\x04\x12\x13\n\x0b\x64\x61ta_offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\x12\x0c\n\x04sync\x18\x05 \x01(\x08\"P\n\nLocalReply\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x61ta_offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\x32\xd2\x02\n\x08\x44\x61tanode\x12R\n\nReadBlocks\x12!.plasmafs.datanode.v1.ReadRequest\x1a\x1f.plasmafs.datanode.v1.ReadChunk0\x01\x12S\n\x0bWriteBlocks\x12 .plasmafs.datanode.v1.WriteChunk\x1a .plasmafs.datanode.v1.WriteReply(\x01\x12J\n\x04Info\x12!.plasmafs.datanode.v1.InfoRequest\x1a\x1f.plasmafs.datanode.v1.InfoReply\x12Q\n\nCopyBlocks\x12!.plasmafs.datanode.v1.CopyRequest\x1a .plasmafs.datanode.v1.WriteReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,17 +43,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WRITEREPLY']._serialized_start=572
   _globals['_WRITEREPLY']._serialized_end=607
   _globals['_COPYREQUEST']._serialized_start=610
-  _globals['_COPYREQUEST']._serialized_end=870
-  _globals['_INFOREQUEST']._serialized_start=872
-  _globals['_INFOREQUEST']._serialized_end=885
-  _globals['_INFOREPLY']._serialized_start=887
-  _globals['_INFOREPLY']._serialized_end=981
-  _globals['_LOCALREQUEST']._serialized_start=983
-  _globals['_LOCALREQUEST']._serialized_end=1107
-  _globals['_LOCALWRITE']._serialized_start=1110
-  _globals['_LOCALWRITE']._serialized_end=1240
-  _globals['_LOCALREPLY']._serialized_start=1242
-  _globals['_LOCALREPLY']._serialized_end=1322
-  _globals['_DATANODE']._serialized_start=1325
-  _globals['_DATANODE']._serialized_end=1663
+  _globals['_COPYREQUEST']._serialized_end=855
+  _globals['_INFOREQUEST']._serialized_start=857
+  _globals['_INFOREQUEST']._serialized_end=870
+  _globals['_INFOREPLY']._serialized_start=872
+  _globals['_INFOREPLY']._serialized_end=966
+  _globals['_LOCALREQUEST']._serialized_start=968
+  _globals['_LOCALREQUEST']._serialized_end=1092
+  _globals['_LOCALWRITE']._serialized_start=1095
+  _globals['_LOCALWRITE']._serialized_end=1225
+  _globals['_LOCALREPLY']._serialized_start=1227
+  _globals['_LOCALREPLY']._serialized_end=1307
+  _globals['_DATANODE']._serialized_start=1310
+  _globals['_DATANODE']._serialized_end=1648
 # @@protoc_insertion_point(module_scope)

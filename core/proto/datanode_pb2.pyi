@@ -71,24 +71,22 @@ class WriteReply(_message.Message):
     def __init__(self, bytes_written: _Optional[int] = ...) -> None: ...
 
 class CopyRequest(_message.Message):
-    __slots__ = ("ticket", "block_start", "block_count", "source_ticket", "source_datanode_id", "source_address", "source_plaintext", "source_block_start")
+    __slots__ = ("ticket", "block_start", "block_count", "source_ticket", "source_datanode_id", "source_block_start", "content_bytes")
     TICKET_FIELD_NUMBER: _ClassVar[int]
     BLOCK_START_FIELD_NUMBER: _ClassVar[int]
     BLOCK_COUNT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TICKET_FIELD_NUMBER: _ClassVar[int]
     SOURCE_DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_BLOCK_START_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     ticket: Ticket
     block_start: int
     block_count: int
     source_ticket: Ticket
     source_datanode_id: int
-    source_address: str
-    source_plaintext: bool
     source_block_start: int
-    def __init__(self, ticket: _Optional[_Union[Ticket, _Mapping]] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., source_ticket: _Optional[_Union[Ticket, _Mapping]] = ..., source_datanode_id: _Optional[int] = ..., source_address: _Optional[str] = ..., source_plaintext: _Optional[bool] = ..., source_block_start: _Optional[int] = ...) -> None: ...
+    content_bytes: int
+    def __init__(self, ticket: _Optional[_Union[Ticket, _Mapping]] = ..., block_start: _Optional[int] = ..., block_count: _Optional[int] = ..., source_ticket: _Optional[_Union[Ticket, _Mapping]] = ..., source_datanode_id: _Optional[int] = ..., source_block_start: _Optional[int] = ..., content_bytes: _Optional[int] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()

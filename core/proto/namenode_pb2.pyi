@@ -1035,6 +1035,24 @@ class HeartbeatReply(_message.Message):
     next_heartbeat_ms: int
     def __init__(self, copies: _Optional[_Iterable[_Union[CopyTask, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., verify: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., revoked_credentials: _Optional[_Iterable[int]] = ..., term: _Optional[int] = ..., term_holder: _Optional[str] = ..., next_heartbeat_ms: _Optional[int] = ...) -> None: ...
 
+class PeerRequest(_message.Message):
+    __slots__ = ("datanode_id", "identity", "peer_id")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    PEER_ID_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: int
+    identity: str
+    peer_id: int
+    def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., peer_id: _Optional[int] = ...) -> None: ...
+
+class PeerReply(_message.Message):
+    __slots__ = ("address", "plaintext")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    plaintext: bool
+    def __init__(self, address: _Optional[str] = ..., plaintext: _Optional[bool] = ...) -> None: ...
+
 class UsedBlocksRequest(_message.Message):
     __slots__ = ("datanode_id", "identity", "after", "limit")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]

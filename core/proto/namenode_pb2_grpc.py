@@ -52,6 +52,11 @@ class DatanodeRegistryStub:
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.UsedBlocksRequest.SerializeToString,
                 response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.UsedBlocksReply.FromString,
                 _registered_method=True)
+        self.Peer = channel.unary_unary(
+                '/plasmafs.namenode.v1.DatanodeRegistry/Peer',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.PeerRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.PeerReply.FromString,
+                _registered_method=True)
 
 
 class DatanodeRegistryServicer:
@@ -77,6 +82,12 @@ class DatanodeRegistryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Peer(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DatanodeRegistryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +105,11 @@ def add_DatanodeRegistryServicer_to_server(servicer, server):
                     servicer.UsedBlocks,
                     request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.UsedBlocksRequest.FromString,
                     response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.UsedBlocksReply.SerializeToString,
+            ),
+            'Peer': grpc.unary_unary_rpc_method_handler(
+                    servicer.Peer,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.PeerRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.PeerReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +195,33 @@ class DatanodeRegistry:
             '/plasmafs.namenode.v1.DatanodeRegistry/UsedBlocks',
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.UsedBlocksRequest.SerializeToString,
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.UsedBlocksReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Peer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.DatanodeRegistry/Peer',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.PeerRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.PeerReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from plasmafs.client.datapath import copy_range
 from plasmafs.client.editing import FileEditor
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
-from plasmafs.core.errors import PermissionDeniedError, PlasmaError
+from plasmafs.core.errors import InvalidArgumentError, PermissionDeniedError, PlasmaError
 from plasmafs.local.postgres import free_port
 from tests.conftest import TEST_BLOCKSIZE, TEST_CAPACITY, DataCluster, connected_client
 from tests.support.cluster import DatanodeProcess, NamenodeProcess
@@ -178,3 +179,45 @@ async def test_a_copy_without_a_write_ticket_is_refused_and_writes_nothing(
     with pytest.raises(PermissionDeniedError, match="read ticket used for a write"):
         await copy_range(fs.data, b, 0, 2, a, 0)
     assert await fs.read_file("/b") == bytes(2 * BS)
+
+
+async def test_the_source_is_where_the_namenode_says_and_its_ticket_is_checked(
+    fs: Client,
+) -> None:
+    """A client names the source datanode by id only: its ticket must be the namenode's
+    for that datanode's range, and the target reaches it at its registered address."""
+    data = os.urandom(2 * BS)
+    await fs.write_file("/a", data, replication=1)
+    await fs.write_file("/b", bytes(2 * BS), replication=1)
+    a = (await fs.blocks("/a")).extents[0].replicas[0]
+    writer = await fs.open("/c", "wb", replication=1)
+    assert isinstance(writer, FileWriter)
+    others = [d.datanode_id for d in await fs.datanodes() if d.datanode_id != a.datanode_id]
+    async with writer:
+        target = (await writer._reserve(0, 2))[0].replicas[0]
+        elsewhere = replace(a, datanode_id=others[0], address="127.0.0.1:1")
+        with pytest.raises(PermissionDeniedError, match=f"ticket is for datanode {a.datanode_id}"):
+            await copy_range(fs.data, target, 0, 2, elsewhere, 0)
+        with pytest.raises(PermissionDeniedError, match="outside the ticket"):
+            await copy_range(fs.data, target, 0, 2, a, 1)  # one block past its range
+        assert await copy_range(fs.data, target, 0, 2, replace(a, address="nowhere:1"), 0) == (
+            2 * BS
+        )  # the address a client gives is not used
+        await writer.abort()
+
+
+async def test_a_copy_ending_inside_a_block_leaves_zeros_after_it(fs: Client) -> None:
+    data = os.urandom(3 * BS)
+    await fs.write_file("/src", data, replication=2)
+    reader = await fs.open("/src", "rb")
+    writer = await fs.open("/dst", "wb", replication=2)
+    assert isinstance(reader, FileReader) and isinstance(writer, FileWriter)
+    async with reader:
+        await writer.copy_blocks(reader, 0, BS + 100)
+        with pytest.raises(InvalidArgumentError, match="nothing may be written after"):
+            await writer.write(b"more")
+        await writer.close()
+    assert await fs.read_file("/dst") == data[: BS + 100]
+    async with fs.transaction() as t:  # the raw size change: no edit rewrites the block
+        await t.setattr("/dst", size=2 * BS)
+    assert await fs.read_file("/dst") == data[: BS + 100] + bytes(BS - 100)
