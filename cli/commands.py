@@ -15,6 +15,7 @@ from typing import Any
 
 from plasmafs.cli import accounts as account_commands
 from plasmafs.cli import formatting
+from plasmafs.cli import quotas as quota_commands
 from plasmafs.cli import trees as tree_commands
 from plasmafs.cli import xattrs as xattr_commands
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed, Reporter
@@ -407,6 +408,9 @@ async def cmd_admin(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     if action == "datanodes":
         print(health.datanode_table(await fs.datanodes()))
         return
+    if action == "quota":
+        await quota_commands.cmd_quota(fs, args)
+        return
     if action == "balance":
         await _balance(fs, args)
         return
@@ -491,6 +495,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.command == "setfattr":
         xattr_commands.decode_value(args.value)
     account_commands.check_arguments(args)
+    quota_commands.check_arguments(args)
 
 
 # --- argument helpers ---------------------------------------------------------------------

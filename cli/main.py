@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plasmafs.cli import certificates
+from plasmafs.cli import quotas as quota_commands
 from plasmafs.cli import xattrs as xattr_commands
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed
 from plasmafs.cli.modes import parse_mode
@@ -240,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument("file", metavar="FILE|-")
     _account_parsers(actions)
+    quota_commands.add_parsers(actions)
     certificates.add_parsers(actions)
     sub.add_parser("whoami", help="the user this credential acts as: name, uid, groups")
     p = sub.add_parser("local", help="a local cluster under PFS_HOME (default ~/.plasmafs)")
@@ -293,6 +295,10 @@ def _tree_parsers(sub: Any) -> None:
     p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("-h", dest="human", action="store_true", help="sizes as 1.5 GiB")
     p.add_argument("-v", dest="header", action="store_true", help="a header line first")
+    p.add_argument(
+        "-q", dest="quotas", action="store_true",
+        help="QUOTA REM_QUOTA SPACE_QUOTA REM_SPACE_QUOTA columns first",
+    )  # fmt: skip
     p.add_argument("paths", nargs="+", metavar="PATH")
     p = sub.add_parser(
         "find", signed_values=("-size",), help="paths below PATHs that pass every test given"

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from plasmafs.cli import accounts as account_commands
-from plasmafs.cli import formatting
+from plasmafs.cli import formatting, quotas
 from plasmafs.cli.exits import CommandFailed, Reporter
 from plasmafs.client.client import Client
 from plasmafs.core import paths
@@ -103,14 +103,17 @@ async def cmd_count(fs: Client, args: argparse.Namespace, out: Reporter) -> None
     """DIR_COUNT FILE_COUNT CONTENT_SIZE PATHNAME, as `hdfs dfs -count` (files include
     symbolic links)."""
     if args.header:
-        print(f"{'DIR_COUNT':>12} {'FILE_COUNT':>12} {'CONTENT_SIZE':>18} PATHNAME")
+        quota_header = f"{quotas.QUOTA_HEADER} " if args.quotas else ""
+        print(f"{quota_header}{'DIR_COUNT':>12} {'FILE_COUNT':>12} {'CONTENT_SIZE':>18} PATHNAME")
 
     async def one(target: str) -> None:
         path = paths.normalize(target)
         total = await fs.summarize(path)
         _unread(out, path, total.unreadable)
         size = _bytes(total.bytes, args.human)
-        print(f"{total.directories:>12} {total.files + total.symlinks:>12} {size:>18} {path}")
+        limits = f"{quotas.columns(total.quota, args.human)} " if args.quotas else ""
+        files = total.files + total.symlinks
+        print(f"{limits}{total.directories:>12} {files:>12} {size:>18} {path}")
 
     await out.each(args.paths, one)
 

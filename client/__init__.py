@@ -57,6 +57,7 @@ from plasmafs.core.errors import (
     PermissionDeniedError,
     PermissionError,
     PlasmaError,
+    QuotaExceededError,
     ShutdownError,
     StaleFileError,
     StorageError,

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import grpc
 
+from plasmafs.client.transaction import quota_from_wire
 from plasmafs.core import paths
-from plasmafs.core.attributes import ReplicaState
+from plasmafs.core.attributes import Quota, ReplicaState
 from plasmafs.core.errors import InvalidArgumentError, PlasmaError, StorageError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
@@ -221,6 +222,12 @@ def check_datanode_id(datanode_id: int) -> int:
     return datanode_id
 
 
+def _count(value: int, what: str, least: int) -> int:
+    if not least <= value < 2**63:
+        raise InvalidArgumentError(f"a quota on {what} is a whole number of at least {least}")
+    return value
+
+
 def _error(exc: grpc.RpcError, address: str) -> PlasmaError:
     return service_error(exc, address, "Admin")
 
@@ -344,6 +351,31 @@ class Admin:
         except grpc.RpcError as exc:
             raise _error(exc, self._address) from None
         return DatanodeStatus.from_wire(reply)
+
+    async def set_quota(
+        self, path: str, *, entries: int | None = None, space: int | None = None
+    ) -> Quota:
+        """Limit the entries and the space (bytes with replication) of the tree at
+        directory `path` (None keeps that limit as it is); the quota."""
+        request = pb.QuotaRequest(path=paths.encode(path))
+        if entries is not None:
+            request.max_entries = _count(entries, "entries", 1)
+        if space is not None:
+            request.max_space = _count(space, "space", 0)
+        return await self._quota(request)
+
+    async def clear_quota(self, path: str) -> None:
+        """Remove directory `path`'s quota (none: nothing happens)."""
+        await self._quota(pb.QuotaRequest(path=paths.encode(path), clear=True))
+
+    async def _quota(self, request: pb.QuotaRequest) -> Quota:
+        try:
+            reply = await self._stub.SetQuota(
+                request, timeout=CALL_TIMEOUT, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise _error(exc, self._address) from None
+        return quota_from_wire(reply)
 
     async def fsck(
         self, path: str = "/", *, all_files: bool = False, list_corrupt: bool = False

@@ -41,6 +41,7 @@ from plasmafs.core.attributes import (
     DirEntry,
     FileKind,
     FsStat,
+    Quota,
     Summary,
     TreeEntry,
 )
@@ -697,6 +698,19 @@ class Client(ClientXattrs, ClientLocks):
     async def remove_datanode(self, datanode_id: int) -> list[DatanodeStatus]:
         """Forget a dead or decommissioned datanode; returns the datanodes left."""
         return await (await self._admin()).remove_datanode(datanode_id)
+
+    async def set_quota(
+        self, path: str, *, entries: int | None = None, space: int | None = None
+    ) -> Quota:
+        """Limit the entries (the directory itself and every name below it) and the
+        space (bytes with replication) of the tree at directory `path`; None keeps that
+        limit as it is (a superuser's). A change that would pass a limit raises
+        QuotaExceededError (EDQUOT on a mount). Returns the quota and the tree's usage."""
+        return await (await self._admin()).set_quota(path, entries=entries, space=space)
+
+    async def clear_quota(self, path: str) -> None:
+        """Remove directory `path`'s quota (a superuser's)."""
+        await (await self._admin()).clear_quota(path)
 
     async def fsck(
         self, path: str = "/", *, all_files: bool = False, list_corrupt: bool = False

@@ -26,6 +26,7 @@ from plasmafs.core.attributes import (
     DirEntry,
     FileKind,
     FsStat,
+    Quota,
     Summary,
     TreeEntry,
 )
@@ -235,7 +236,10 @@ class CommittedReads(Reads):
         request, future = self._new()
         request.summarize.path = paths.encode(path)
         s = (await self._result(future)).summary
-        return Summary(s.files, s.directories, s.symlinks, s.bytes, s.space, s.unreadable)
+        return Summary(
+            s.files, s.directories, s.symlinks, s.bytes, s.space, s.unreadable,
+            quota_from_wire(s.quota) if s.HasField("quota") else None,
+        )  # fmt: skip
 
     async def walk_page(
         self, path: str | int, *, after: str = "", limit: int = 0, depth: int = 0
@@ -394,14 +398,29 @@ class Transaction(Reads, XattrChanges):
         self, path: Where, mode: int = 0o755, *, ino: int = 0, lease: bool = False
     ) -> Awaitable[Attr]:
         """Create a directory; `ino`: an inode number the connection reserved for it;
-        `lease`: the connection's session leases it (see `SessionRequests`)."""
+        `lease`: the connection's session leases it (see `SessionRequests`), unless
+        the namenode refuses (`mkdir_leasing` says whether it did)."""
+        return self._attr(self._mkdir(path, mode, ino, lease))
+
+    def mkdir_leasing(
+        self, path: Where, mode: int = 0o755, *, ino: int = 0
+    ) -> Awaitable[tuple[Attr, bool]]:
+        """Create a directory for the connection's session to lease: its attributes
+        and whether the lease was granted (never in a tree with a quota)."""
+        return self._leased(self._mkdir(path, mode, ino, True))
+
+    def _mkdir(self, path: Where, mode: int, ino: int, lease: bool) -> Pending:
         raw, directory = paths.wire_place(path)
         _u32(mode=mode)
         _u64(ino=ino)
         request, future = self._new()
         q = request.mkdir
         q.path, q.dir, q.mode, q.ino, q.lease = raw, directory, mode, ino, lease
-        return self._attr(future)
+        return future
+
+    async def _leased(self, future: Pending) -> tuple[Attr, bool]:
+        wire = (await self._result(future)).attr
+        return Attr.from_wire(wire), wire.leased
 
     async def makedirs(self, path: str, mode: int = 0o755) -> Attr:
         """Create a directory and its missing parents; an existing directory is fine."""
@@ -591,3 +610,13 @@ async def results_of(*answers: Awaitable[object]) -> list[object]:
 
 async def _nothing_to_do() -> None:
     return None
+
+
+def quota_from_wire(q: pb.Quota) -> Quota:
+    """A directory's quota as the namenode sent it."""
+    return Quota(
+        q.max_entries if q.HasField("max_entries") else None,
+        q.max_space if q.HasField("max_space") else None,
+        q.entries,
+        q.space,
+    )

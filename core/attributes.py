@@ -157,6 +157,29 @@ class DirEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Quota:
+    """A directory's quota (None: no limit of that kind) and what its tree uses of it:
+    entries (the directory itself and every name below it, a file with several names
+    counted at each) and space (bytes with replication)."""
+
+    max_entries: int | None
+    max_space: int | None
+    entries: int
+    space: int
+
+    @property
+    def remaining_entries(self) -> int | None:
+        """Entries the tree may still take (negative: over a limit set below its
+        usage); None without a limit."""
+        return None if self.max_entries is None else self.max_entries - self.entries
+
+    @property
+    def remaining_space(self) -> int | None:
+        """Space the tree may still take; None without a limit."""
+        return None if self.max_space is None else self.max_space - self.space
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """The totals of a subtree, as `du` and `count` print them."""
 
@@ -166,6 +189,7 @@ class Summary:
     bytes: int  # the files' sizes
     space: int  # with replication; a small file kept in the namespace counts once
     unreadable: int = 0  # directories not entered: no read and search permission
+    quota: Quota | None = None  # the root's, when it has one
 
     @property
     def entries(self) -> int:

@@ -136,6 +136,13 @@ class NoSpaceError(PlasmaError):
     posix_errno = _errno.ENOSPC
 
 
+class QuotaExceededError(PlasmaError):
+    """A directory's quota on entries or on space would be exceeded (EDQUOT)."""
+
+    code = pb.EDQUOT
+    posix_errno = _errno.EDQUOT
+
+
 class _Refusal(PlasmaError, builtins.PermissionError):
     """A refusal by permission, also a builtins.PermissionError with its errno set."""
 

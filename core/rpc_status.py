@@ -42,6 +42,7 @@ _STATUS: dict[type[PlasmaError], grpc.StatusCode] = {
     errors.StorageError: grpc.StatusCode.INTERNAL,
     errors.ShutdownError: grpc.StatusCode.UNAVAILABLE,
     errors.NoSpaceError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.QuotaExceededError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.PermissionError: grpc.StatusCode.PERMISSION_DENIED,
     errors.OperationNotPermittedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,

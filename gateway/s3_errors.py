@@ -71,6 +71,8 @@ def from_plasma(exc: pfs.PlasmaError, *, bucket: str = "", key: str = "") -> S3E
         return S3Error("KeyTooLongError", 400, "Your key is too long")
     if isinstance(exc, pfs.InvalidArgumentError):
         return invalid_argument(str(exc))
+    if isinstance(exc, pfs.QuotaExceededError):  # as Ceph's gateway answers
+        return S3Error("QuotaExceeded", 403, str(exc))
     if isinstance(exc, pfs.NoSpaceError):
         return S3Error("ServiceUnavailable", 503, "the cluster is out of space")
     if isinstance(exc, pfs.ConflictError | pfs.BusyError):

@@ -490,10 +490,10 @@ class WriteBehind:
         if self._conn is not conn:
             self._adopt(conn)
         t = await self.fs.begin()
-        made = t.mkdir(At(parent, name), mode, lease=True)
+        made = t.mkdir_leasing(At(parent, name), mode)
         committed = asyncio.ensure_future(t.commit())
         try:
-            attr = await made
+            attr, leased = await made
         except BaseException:
             await asyncio.gather(committed, return_exceptions=True)
             raise
@@ -502,8 +502,9 @@ class WriteBehind:
         if parent_table is not None:
             self._add(parent, parent_table, name, attr)
             parent_table.touched(+1)
-        self.dirs[attr.ino] = LeasedDir(attr)
-        self._start()
+        if leased:  # not in a tree with a quota: the namenode checks each change there
+            self.dirs[attr.ino] = LeasedDir(attr)
+            self._start()
         return attr
 
     def _adopt(self, conn: Connection) -> None:

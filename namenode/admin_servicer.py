@@ -14,7 +14,13 @@ import grpc
 
 from plasmafs.core import paths
 from plasmafs.core.attributes import FileKind
-from plasmafs.core.errors import BusyError, InvalidArgumentError, NotFoundError, PlasmaError
+from plasmafs.core.errors import (
+    BusyError,
+    InvalidArgumentError,
+    NotDirectoryError,
+    NotFoundError,
+    PlasmaError,
+)
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.core.rpc_status import abort_with, answered
@@ -28,6 +34,7 @@ from plasmafs.namenode.fsck import CheckedFile, Fsck, FsckTotals
 from plasmafs.namenode.migrator import schema_version
 from plasmafs.namenode.namespace import Namespace
 from plasmafs.namenode.principals import SUPERUSER
+from plasmafs.namenode.quotas import Quotas
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.store import domain_errors
 
@@ -50,7 +57,9 @@ class AdminServicer(pb_grpc.AdminServicer):
         fsck: Fsck,
         gate: Gate,
         connect: Callable[[str], Awaitable[asyncpg.Connection]],
+        quotas: Quotas,
     ) -> None:
+        self.quotas = quotas
         self.gate = gate
         self.connect = connect  # a PostgreSQL connection of its own, by application name
         self.ns = namespace
@@ -171,6 +180,43 @@ class AdminServicer(pb_grpc.AdminServicer):
             yield pb.FsckReply(summary=self._summary(totals))
         except PlasmaError as exc:
             await abort_with(context, exc)
+
+    async def SetQuota(
+        self, request: pb.QuotaRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Quota:
+        """Set or clear a directory's quota; the quota and its tree's usage."""
+
+        async def change() -> pb.Quota:
+            self.monitor.leadership.current_term()  # the active namenode's alone
+            place = Place.of(request.path or b"/")
+            attr = await self.ns.lookup(None, place, True, who=SUPERUSER)
+            if attr.kind is not FileKind.DIRECTORY:
+                raise NotDirectoryError(
+                    f"{place.shown}: not a directory (only a directory has a quota)"
+                )
+            if request.clear:
+                await self.quotas.clear(attr.ino)
+            else:
+                entries = request.max_entries if request.HasField("max_entries") else None
+                space = request.max_space if request.HasField("max_space") else None
+                await self._limit(attr.ino, entries, space)
+            reply = pb.Quota()
+            await self.quotas.fill(attr.ino, reply)
+            return reply
+
+        return await self._superuser(context, "admin quota", change)
+
+    async def _limit(self, ino: int, entries: int | None, space: int | None) -> None:
+        """Set a quota once no session leases a directory in its tree: a lease's
+        holder answers creates itself, before the namenode could check them."""
+        quotas = self.quotas
+        quotas.limited.add(ino)  # no new lease in the tree from now on
+        try:
+            await self.ns.leases.recall_below(ino, self.ns.view.committed_parent)
+            await quotas.set(ino, entries, space)
+        finally:
+            if quotas.limit_of(ino) is None:
+                quotas.limited.discard(ino)
 
     async def Dump(self, request: pb.DumpRequest, context: grpc.aio.ServicerContext) -> None:
         """The namespace and accounts, as one snapshot, streamed."""

@@ -53,6 +53,10 @@ class ChangeSet:
     held_until: float = 0.0
     # Files whose replication changed: replica health checks them again after commit.
     recheck: set[int] = field(default_factory=set)
+    # What the commit changes in directories' usage (namenode/usage.py), made at commit.
+    usage: list[tuple] = field(default_factory=list)
+    # What it was charged against directory quotas while queued (namenode/quotas.py).
+    quota_charges: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         """True when committing would change nothing."""

@@ -19,8 +19,9 @@ what is not known to be durable yet).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from plasmafs.core.attributes import FileKind
@@ -82,6 +83,11 @@ class Committer:
         self._closing = False
         self.stats = CommitStats()
         self._flusher: asyncio.Task[None] | None = None
+        self._running = asyncio.Event()  # clear: lanes take no new group (`quiet`)
+        self._running.set()
+        self._writing = 0  # groups taken and not yet answered
+        self._idle = asyncio.Event()  # set whenever no group is being written
+        self._idle.set()
 
     def start(self) -> None:
         """Start the writer loop."""
@@ -104,6 +110,19 @@ class Committer:
             except PlasmaError as exc:
                 log.error("could not flush relaxed commits at shutdown: %s", exc)
 
+    @contextlib.asynccontextmanager
+    async def quiet(self) -> AsyncIterator[None]:
+        """A moment in which every commit PostgreSQL acknowledged has been applied to
+        the cache and told to the observers, and no other is being written (commits
+        queue meanwhile): for reading a state that the observers' next news follows
+        exactly. Keep it short."""
+        self._running.clear()
+        try:
+            await self._idle.wait()
+            yield
+        finally:
+            self._running.set()
+
     def enqueue(self, changeset: ChangeSet, durable: bool = True) -> asyncio.Future[None]:
         """Queue `changeset`; the future resolves once PostgreSQL acknowledged it (and,
         if `durable`, once it is durable)."""
@@ -123,16 +142,25 @@ class Committer:
             if not self._queue:
                 self._wakeup.set()  # let the other lanes see the closing too
                 return
+            if not self._running.is_set():
+                await self._running.wait()
+                continue
             group = self._queue[: self._max_group]
             del self._queue[: self._max_group]
             if self._queue:
                 self._wakeup.set()  # more for an idle lane
+            self._writing += 1
+            self._idle.clear()
             try:
                 await self._write(group, lane)
             except Exception as exc:  # a bug after the write must not stop the lane
                 log.exception("group commit of %d failed after the write", len(group))
                 self._cache.invalidate_all()
                 self._settle_failed(group, StorageError(f"commit outcome unknown: {exc}"))
+            finally:
+                self._writing -= 1
+                if not self._writing:
+                    self._idle.set()
 
     async def _write(self, group: list[_Pending], lane: int, attempt: int = 1) -> None:
         try:

@@ -25,6 +25,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from plasmafs.core.errors import BusyError
+
 log = logging.getLogger(__name__)
 
 MAX_DEPTH = 4096  # directory levels followed up from a leased directory at most
@@ -63,6 +65,11 @@ class LeaseTable:
         owner = self._owner.get(ino)
         return owner is None or owner is serving.get()
 
+    def held_by_caller(self, ino: int) -> bool:
+        """True if the session serving this request leases `ino`."""
+        owner = self._owner.get(ino)
+        return owner is not None and owner is serving.get()
+
     def take(self, ino: int) -> None:
         """Lease directory `ino` to the session serving this request (again: no change)."""
         session = serving.get()
@@ -98,6 +105,21 @@ class LeaseTable:
         foreign = [(o, ino) for ino, o in list(self._owner.items()) if o is not me]
         inside = [(o, ino) for o, ino in foreign if await _below(ino, root, parent_of)]
         await asyncio.gather(*(self._recall(o, ino) for o, ino in inside))
+
+    async def recall_below(
+        self, root: int, parent_of: Callable[[int], Awaitable[int | None]], rounds: int = 8
+    ) -> None:
+        """Return once no session at all leases a directory in the subtree of `root`
+        (for the namenode's own work that must see every entry there, such as setting
+        a quota). Leases the holders take below meanwhile (their queued mkdirs, sent
+        as they let go) are recalled in the next round; BusyError after `rounds`."""
+        for _ in range(rounds):
+            held = list(self._owner.items())
+            inside = [(o, ino) for ino, o in held if await _below(ino, root, parent_of)]
+            if not inside:
+                return
+            await asyncio.gather(*(self._recall(o, ino) for o, ino in inside))
+        raise BusyError(f"directories below inode {root} keep being leased; try again")
 
     async def _recall(self, owner: object, ino: int) -> None:
         holder = self._holders[owner]

@@ -4,11 +4,13 @@ that the namenode's records agree with each other.
 Files are walked from PostgreSQL (committed state), their block groups assessed with
 the same rules re-replication uses. The records checks: no block range of a datanode
 claimed twice (or past its end) in PostgreSQL, the replicas of each file aligned in
-groups, and the allocator's free space equal to what PostgreSQL leaves free.
+groups, the allocator's free space equal to what PostgreSQL leaves free, and the usage
+kept for every directory equal to what PostgreSQL's entries add up to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -19,9 +21,12 @@ from plasmafs.namenode.allocator import Allocator
 from plasmafs.namenode.datanodes import DatanodeRegistry
 from plasmafs.namenode.replica_health import GroupHealth, ReplicaHealth
 from plasmafs.namenode.replica_store import BlockGroup, FsckEntry, ReplicaStore
+from plasmafs.namenode.store import Store
+from plasmafs.namenode.usage import DirectoryUsage
 
 FILE_BATCH = 1000
 ACCOUNTING_ATTEMPTS = 3  # a commit between the two reads skews one attempt
+USAGE_WAIT = 60.0  # s fsck waits for the usage totals a start is counting
 
 
 @dataclass(slots=True)
@@ -81,7 +86,11 @@ class Fsck:
         health: ReplicaHealth,
         registry: DatanodeRegistry,
         allocator: Allocator,
+        usage: DirectoryUsage | None = None,
+        store: Store | None = None,
     ) -> None:
+        self.usage = usage
+        self.store = store
         self.replicas = replicas
         self.health = health
         self.registry = registry
@@ -145,11 +154,26 @@ class Fsck:
     async def check_records(self) -> list[str]:
         """Disagreements among the namenode's records (empty when consistent)."""
         errors = await self.replicas.overlapping_claims()
-        for attempt in range(ACCOUNTING_ATTEMPTS):
-            found = await self._accounting()
-            if not found or attempt == ACCOUNTING_ATTEMPTS - 1:
-                return errors + found
+        for check in (self._accounting, self._usage):
+            for attempt in range(ACCOUNTING_ATTEMPTS):
+                found = await check()
+                if not found or attempt == ACCOUNTING_ATTEMPTS - 1:
+                    errors += found
+                    break
         return errors
+
+    async def _usage(self) -> list[str]:
+        """The directories whose usage kept in memory differs from PostgreSQL's."""
+        if self.usage is None or self.store is None:
+            return []
+        try:
+            async with asyncio.timeout(USAGE_WAIT):
+                await self.usage.wait_ready()
+        except TimeoutError:
+            return [f"directory usage: not counted after {USAGE_WAIT:g}s (see the log)"]
+        counted = DirectoryUsage(self.usage.view)
+        await counted.count_once(self.store)
+        return self.usage.differences(counted)
 
     async def _accounting(self) -> list[str]:
         now = time.time()

@@ -17,6 +17,7 @@ content in file_rules.py; transactions themselves begin and end in transactions.
 from __future__ import annotations
 
 import time
+from collections.abc import Container
 from dataclasses import replace
 
 from plasmafs.core import paths
@@ -91,6 +92,9 @@ class Namespace:
         self.inode_numbers = inode_numbers
         self.leases = leases
         self.data = data
+        # Directories with a quota (or getting one): no lease in their trees, so that
+        # every change there reaches the namenode, which checks it, before it is done.
+        self.no_leases_below: Container[int] = ()
         self.default_replication = check_replication(default_replication)
         self.default_blocksize = check_blocksize(default_blocksize)
 
@@ -221,9 +225,30 @@ class Namespace:
         attr = self._new_attr(t.who, parent, FileKind.DIRECTORY, ino, mode, nlink=2)
         self._link_new(t, parent, name, Inode(attr), nlink_delta=+1)
         t.cs.dir_parents[attr.ino] = parent.ino
-        if lease:
+        # Under a directory the session leases: the holder's own queued mkdir, granted
+        # as the parent's lease was (even while a quota is being set: it recalls both).
+        if lease and (
+            self.leases.held_by_caller(parent.ino) or await self._leasable(t, parent.ino)
+        ):
             self.leases.take(attr.ino)
         return attr
+
+    async def _leasable(self, t: Txn | None, ino: int) -> bool:
+        """True unless directory `ino` or one above it has a quota."""
+        if not self.no_leases_below:
+            return True
+        node: int | None = ino
+        for _ in range(MAX_DEPTH):
+            if node is None:
+                return True
+            if node in self.no_leases_below:
+                return False
+            if node == ROOT_INO:
+                return True
+            node = (
+                await self._parent_of_dir(t, node) if t else await self.view.committed_parent(node)
+            )
+        return False
 
     async def lease_dir(self, ino: int, who: Principal) -> None:
         """Lease existing directory `ino` to the session serving this request: its
@@ -245,6 +270,8 @@ class Namespace:
             )
         if not self.leases.free_for_caller(ino):
             raise BusyError(f"directory {ino} is leased by another session")
+        if not await self._leasable(None, ino):
+            raise BusyError(f"directory {ino} is in a tree with a quota: it is not leased")
         owner = LockOwner(f"lease/{ino}")
         try:
             # No wait: granted or refused at once, so nothing runs between the check

@@ -69,6 +69,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
             "version target data rdev xattrs",
         ),
         ("entries", "parent name ino"),
+        ("directory_quotas", "ino max_entries max_space"),
         (
             "extents",
             "ino file_index datanode_id block_start block_count generation stamp_ino stamp_shift",
@@ -77,8 +78,10 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     )
 )
 _COLUMNS = {name: list(columns) for name, columns in TABLES}  # as the header names them
-# Copied straight into their tables; the others go through a staging table first.
+# Copied straight into their tables, their checks dropped meanwhile (the quotas keep
+# theirs: few rows); the others go through a staging table first.
 _DIRECT = frozenset({"inodes", "entries"})
+_STRAIGHT = _DIRECT | {"directory_quotas"}
 ROOT_INO = 1
 
 
@@ -153,7 +156,7 @@ async def load(
             kind, payload = await frames.next()
             if kind != TABLE or payload.decode(errors="replace") != name:
                 raise InvalidArgumentError(f"the dump is damaged: table {name} expected")
-            target = name if name in _DIRECT else await _staging(conn, name, columns)
+            target = name if name in _STRAIGHT else await _staging(conn, name, columns)
             if name == "inodes":
                 await conn.execute("DELETE FROM inodes WHERE ino = $1", ROOT_INO)
             began = time.monotonic()

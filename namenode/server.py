@@ -99,8 +99,10 @@ async def start_namenode(
     data = parts.data
     registry = RegistryServicer(data.registry, monitor, lifecycle, gate, settings.ticket_ttl)
     pb_grpc.add_DatanodeRegistryServicer_to_server(registry, server)
-    fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator)
-    admin = AdminServicer(parts.namespace, monitor, lifecycle, fsck, gate, store.connect_apart)
+    fsck = Fsck(monitor.replicas, monitor.health, data.registry, data.allocator, parts.usage, store)
+    admin = AdminServicer(
+        parts.namespace, monitor, lifecycle, fsck, gate, store.connect_apart, parts.quotas
+    )
     pb_grpc.add_AdminServicer_to_server(admin, server)
     accounts = accounts_servicer(AccountStore(store), principals, gate, servicer.cut_sessions)
     pb_grpc.add_AccountsServicer_to_server(accounts, server)
@@ -202,6 +204,22 @@ def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
         "pfs_replication_last_scan_seconds": (
             "How long the last full pass took",
             copies.last_scan_seconds,
+        ),
+        "pfs_namenode_usage_ready": (
+            "1 once every directory's usage is counted (summaries and quotas use it)",
+            float(parts.usage.ready),
+        ),
+        "pfs_namenode_usage_count_seconds": (
+            "How long the last count of every directory's usage took",
+            parts.usage.load_seconds,
+        ),
+        "pfs_namenode_summaries_from_usage_total": (
+            "Summaries (du, count) answered from the usage kept, without a walk",
+            parts.subtrees.from_usage,
+        ),
+        "pfs_namenode_quota_refusals_total": (
+            "Commits refused because a directory's quota would be exceeded",
+            parts.quotas.refused,
         ),
     }
 

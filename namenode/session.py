@@ -83,6 +83,7 @@ class Session:
         self.inode_numbers = parts.inode_numbers
         self.leases = parts.leases
         self.subtrees = parts.subtrees
+        self.quotas = parts.quotas
         self.status = status
         self.settings = settings
         self.peer = peer
@@ -334,6 +335,7 @@ async def _mkdir(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> 
     q = r.mkdir
     where, ino = Place.of(q.path, q.dir), _reserved(s, q.ino)
     (await s.ns.mkdir(t, where, q.mode, ino=ino, lease=q.lease)).to_wire(out.attr)
+    out.attr.leased = q.lease and s.leases.held_by_caller(out.attr.ino)
 
 
 async def _create(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
@@ -511,6 +513,7 @@ async def _summarize(s: Session, t: Txn | None, r: pb.Request, out: pb.Response)
     summary.bytes, summary.space, summary.unreadable = (
         totals.bytes, totals.space, totals.unreadable,
     )  # fmt: skip
+    await s.quotas.fill(totals.root, summary.quota)
     summary.SetInParent()
 
 

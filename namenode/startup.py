@@ -10,6 +10,7 @@ replication monitor looks again at the files the commit touched.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from plasmafs.namenode.kind_counts import KindCounts
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.locks import LockManager
 from plasmafs.namenode.namespace import Namespace
+from plasmafs.namenode.quotas import Quotas
 from plasmafs.namenode.replica_health import ReplicaHealth
 from plasmafs.namenode.replica_store import ReplicaStore
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
@@ -39,6 +41,7 @@ from plasmafs.namenode.store import Store
 from plasmafs.namenode.subtree import Subtrees
 from plasmafs.namenode.transactions import Transactions
 from plasmafs.namenode.tree_store import TreeStore
+from plasmafs.namenode.usage import DirectoryUsage
 from plasmafs.namenode.view import View
 from plasmafs.namenode.xattr_requests import Xattrs
 
@@ -59,6 +62,8 @@ class NamespaceParts:
     leases: LeaseTable
     view: View
     subtrees: Subtrees
+    usage: DirectoryUsage
+    quotas: Quotas
     namespace: Namespace
     files: FileRules
     attributes: AttributeRules
@@ -66,8 +71,12 @@ class NamespaceParts:
     locks: FileLocks
     after_commit: list[CommitObserver]
 
+    counting: asyncio.Task[None]  # the usage totals' first count
+
     async def stop(self) -> None:
         """Finish queued commits."""
+        self.counting.cancel()
+        await self.usage.close()
         await self.transactions.committer.stop()
 
 
@@ -125,6 +134,12 @@ async def open_namespace(
     load_limit = min(settings.directory_load_limit, cache.entry_capacity // 4)
     reader = CoalescingReader(store, cache, settings.read_pool_size, load_limit)
     view = View(store, cache, reader, leases)
+    usage = DirectoryUsage(view)
+    quotas = Quotas(usage, store)
+    await quotas.load()
+    usage.quotas = quotas
+    transactions.usage = usage
+    after_commit.append(usage.committed)
     inode_numbers = InodeNumbers(store)
     namespace = Namespace(
         store,
@@ -137,9 +152,12 @@ async def open_namespace(
         default_replication=settings.default_replication,
         default_blocksize=blocksize,
     )
+    namespace.no_leases_below = quotas.limited
     files = FileRules(view, transactions, data, inline_limit=settings.inline_limit)
     committer.start()
+    counting = asyncio.create_task(usage.follow(store, committer), name="pfs-usage-count")
     return NamespaceParts(
+        counting=counting,
         store=store,
         cache=cache,
         data=data,
@@ -149,7 +167,9 @@ async def open_namespace(
         inode_numbers=inode_numbers,
         leases=leases,
         view=view,
-        subtrees=Subtrees(TreeStore(store), view),
+        subtrees=Subtrees(TreeStore(store), view, usage),
+        usage=usage,
+        quotas=quotas,
         namespace=namespace,
         files=files,
         attributes=AttributeRules(view, transactions, leases, data),

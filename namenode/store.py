@@ -7,7 +7,7 @@ errors at this boundary, keyed on SQLSTATE classes, never on message text.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -139,6 +139,25 @@ def domain_errors(what: str) -> Iterator[None]:
         raise OutcomeUnknownError(f"{what}: {exc.__class__.__name__}: {exc}") from exc
 
 
+_FILE, _DIRECTORY, _SYMLINK = int(FileKind.FILE), int(FileKind.DIRECTORY), int(FileKind.SYMLINK)
+_USAGE_DIRECTORIES = f"""
+SELECT e.parent, e.ino, i.mode FROM entries e JOIN inodes i ON i.ino = e.ino
+WHERE i.kind = {_DIRECTORY}
+"""
+_USAGE_TOTALS = f"""
+SELECT e.parent,
+       count(*) FILTER (WHERE i.kind = {_FILE}),
+       count(*) FILTER (WHERE i.kind = {_SYMLINK}),
+       count(*) FILTER (WHERE i.kind NOT IN ({_FILE}, {_DIRECTORY}, {_SYMLINK})),
+       coalesce(sum(i.size) FILTER (WHERE i.kind = {_FILE}), 0),
+       coalesce(sum(CASE WHEN i.data IS NULL THEN i.size * i.replication ELSE i.size END)
+                FILTER (WHERE i.kind = {_FILE}), 0),
+       count(*) FILTER (WHERE i.kind = {_FILE} AND i.nlink > 1)
+FROM entries e JOIN inodes i ON i.ino = e.ino
+GROUP BY e.parent
+"""
+
+
 class Store:
     """The namenode's PostgreSQL: a pool for reads, one connection for commits."""
 
@@ -247,6 +266,52 @@ class Store:
         async with self._read() as conn:
             value = await conn.fetchval("SELECT parent FROM entries WHERE ino = $1 LIMIT 1", ino)
         return int(value) if value is not None else None
+
+    async def usage_rows(
+        self, moment: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None
+    ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int, int, int, int]]]:
+        """Every directory (parent, inode, mode) and what each directory's entries add
+        up to (namenode/usage.py), from one snapshot taken inside `moment` if given."""
+        async with (
+            self.read_connection() as conn,
+            conn.transaction(readonly=True, isolation="repeatable_read"),
+        ):
+            if moment is not None:
+                async with moment():
+                    await conn.fetchval("SELECT 1")  # the snapshot is taken here
+            directories = await conn.fetch(_USAGE_DIRECTORIES)
+            direct = await conn.fetch(_USAGE_TOTALS)
+        return [(r[0], r[1], r[2]) for r in directories], [
+            (r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), r[6]) for r in direct
+        ]
+
+    async def quotas(self) -> list[tuple[int, int | None, int | None]]:
+        """Every directory quota: (inode, most entries, most space)."""
+        async with self._read() as conn:
+            rows = await conn.fetch("SELECT ino, max_entries, max_space FROM directory_quotas")
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def set_quota(self, ino: int, entries: int | None, space: int | None) -> None:
+        """Give directory `ino` this quota (replacing the one it has)."""
+        async with self._read() as conn:
+            await conn.execute(
+                """INSERT INTO directory_quotas (ino, max_entries, max_space) VALUES ($1, $2, $3)
+                   ON CONFLICT (ino) DO UPDATE SET max_entries = $2, max_space = $3""",
+                ino,
+                entries,
+                space,
+            )
+
+    async def clear_quota(self, ino: int) -> None:
+        """Remove directory `ino`'s quota."""
+        async with self._read() as conn:
+            await conn.execute("DELETE FROM directory_quotas WHERE ino = $1", ino)
+
+    async def get_parents(self, ino: int) -> list[int]:
+        """The directories of every committed name of `ino`, one per name."""
+        async with self._read() as conn:
+            rows = await conn.fetch("SELECT parent FROM entries WHERE ino = $1", ino)
+        return [int(r[0]) for r in rows]
 
     async def list_entries(
         self, parent: int, after: str, limit: int, with_inodes: bool

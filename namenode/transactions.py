@@ -33,6 +33,19 @@ class BlockReservations(Protocol):
         ...
 
 
+class UsagePreparer(Protocol):
+    """What keeps directories' usage (namenode/usage.py)."""
+
+    async def prepare_commit(self, cs: ChangeSet) -> None:
+        """Record in `cs` what it changes in directories' usage (and charge it to
+        quotas: QuotaExceededError refuses it)."""
+        ...
+
+    def aborted(self, cs: ChangeSet) -> None:
+        """A prepared change set will not be committed."""
+        ...
+
+
 class Transactions:
     """Begin, lock, commit and abort namenode transactions."""
 
@@ -47,6 +60,7 @@ class Transactions:
         self.committer = committer
         self._blocks = blocks
         self.leadership = leadership
+        self.usage: UsagePreparer | None = None  # set once the namespace's view exists
 
     def begin(self, txn_id: int, label: str, lock_wait: float, who: Principal) -> Txn:
         """A new open transaction whose operations act as `who`."""
@@ -97,6 +111,8 @@ class Transactions:
                 return
             if txn.cs.extents_changed:
                 await self._blocks.prepare_commit(txn)
+            if self.usage is not None:
+                await self.usage.prepare_commit(txn.cs)
             done = self.committer.enqueue(txn.cs, durable)
         except BaseException as exc:
             txn.abort_reason = f"the commit failed: {exc.__class__.__name__}: {exc}"
@@ -124,5 +140,7 @@ class Transactions:
         try:
             if state is TxnState.ABORTED:
                 self._blocks.aborted(txn.cs)
+                if self.usage is not None:
+                    self.usage.aborted(txn.cs)
         finally:
             self.locks.release_all(txn.owner)

@@ -68,6 +68,10 @@ class View:
                 return cached  # type: ignore[return-value]
         return await self.reader.entry(parent, name)
 
+    async def committed_parents(self, ino: int) -> list[int]:
+        """The directories holding every committed name of `ino`, one per name."""
+        return await self.store.get_parents(ino)
+
     async def committed_parent(self, ino: int) -> int | None:
         """The directory holding the committed entry of `ino`, None for the root."""
         cached = self.cache.parents.get(ino)

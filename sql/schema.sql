@@ -238,6 +238,19 @@ ALTER TABLE public.datanodes ALTER COLUMN datanode_id ADD GENERATED ALWAYS AS ID
 );
 
 --
+-- Name: directory_quotas; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.directory_quotas (
+    ino bigint NOT NULL,
+    max_entries bigint,
+    max_space bigint,
+    CONSTRAINT directory_quotas_max_entries_check CHECK ((max_entries >= 1)),
+    CONSTRAINT directory_quotas_max_space_check CHECK ((max_space >= 0)),
+    CONSTRAINT directory_quotas_some_limit_check CHECK (((max_entries IS NOT NULL) OR (max_space IS NOT NULL)))
+);
+
+--
 -- Name: durability_barrier; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -409,6 +422,13 @@ ALTER TABLE ONLY public.datanodes
     ADD CONSTRAINT datanodes_pkey PRIMARY KEY (datanode_id);
 
 --
+-- Name: directory_quotas directory_quotas_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.directory_quotas
+    ADD CONSTRAINT directory_quotas_pkey PRIMARY KEY (ino);
+
+--
 -- Name: durability_barrier durability_barrier_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -548,6 +568,13 @@ ALTER TABLE ONLY public.corrupt_blocks
 
 ALTER TABLE ONLY public.credentials
     ADD CONSTRAINT credentials_uid_fkey FOREIGN KEY (uid) REFERENCES public.users(uid) ON DELETE CASCADE;
+
+--
+-- Name: directory_quotas directory_quotas_ino_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.directory_quotas
+    ADD CONSTRAINT directory_quotas_ino_fkey FOREIGN KEY (ino) REFERENCES public.inodes(ino) ON DELETE CASCADE;
 
 --
 -- Name: entries entries_ino_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

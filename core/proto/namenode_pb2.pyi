@@ -40,6 +40,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ELOCKED: _ClassVar[ErrorCode]
     EINTR: _ClassVar[ErrorCode]
     EDEADLK: _ClassVar[ErrorCode]
+    EDQUOT: _ClassVar[ErrorCode]
 
 class ReplicaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -106,6 +107,7 @@ EOPNOTSUPP: ErrorCode
 ELOCKED: ErrorCode
 EINTR: ErrorCode
 EDEADLK: ErrorCode
+EDQUOT: ErrorCode
 REPLICA_LIVE: ReplicaState
 REPLICA_SUSPECT: ReplicaState
 REPLICA_LOST: ReplicaState
@@ -130,7 +132,7 @@ DATANODE_DECOMMISSIONING: DatanodeState
 DATANODE_DECOMMISSIONED: DatanodeState
 
 class Attr(_message.Message):
-    __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "rdev", "has_xattrs")
+    __slots__ = ("ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "rdev", "has_xattrs", "leased")
     INO_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +147,7 @@ class Attr(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RDEV_FIELD_NUMBER: _ClassVar[int]
     HAS_XATTRS_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
     ino: int
     kind: FileKind
     mode: int
@@ -159,7 +162,8 @@ class Attr(_message.Message):
     version: int
     rdev: int
     has_xattrs: bool
-    def __init__(self, ino: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., ctime_ns: _Optional[int] = ..., nlink: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., version: _Optional[int] = ..., rdev: _Optional[int] = ..., has_xattrs: _Optional[bool] = ...) -> None: ...
+    leased: bool
+    def __init__(self, ino: _Optional[int] = ..., kind: _Optional[_Union[FileKind, str]] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., ctime_ns: _Optional[int] = ..., nlink: _Optional[int] = ..., replication: _Optional[int] = ..., blocksize: _Optional[int] = ..., version: _Optional[int] = ..., rdev: _Optional[int] = ..., has_xattrs: _Optional[bool] = ..., leased: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
     __slots__ = ("lock_wait_ms",)
@@ -704,20 +708,34 @@ class DirPage(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[DirEntry, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class Summary(_message.Message):
-    __slots__ = ("files", "directories", "symlinks", "bytes", "space", "unreadable")
+    __slots__ = ("files", "directories", "symlinks", "bytes", "space", "unreadable", "quota")
     FILES_FIELD_NUMBER: _ClassVar[int]
     DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
     SYMLINKS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
     UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
     files: int
     directories: int
     symlinks: int
     bytes: int
     space: int
     unreadable: int
-    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., bytes: _Optional[int] = ..., space: _Optional[int] = ..., unreadable: _Optional[int] = ...) -> None: ...
+    quota: Quota
+    def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., bytes: _Optional[int] = ..., space: _Optional[int] = ..., unreadable: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ...) -> None: ...
+
+class Quota(_message.Message):
+    __slots__ = ("max_entries", "max_space", "entries", "space")
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_SPACE_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
+    max_entries: int
+    max_space: int
+    entries: int
+    space: int
+    def __init__(self, max_entries: _Optional[int] = ..., max_space: _Optional[int] = ..., entries: _Optional[int] = ..., space: _Optional[int] = ...) -> None: ...
 
 class WalkPage(_message.Message):
     __slots__ = ("more", "path", "ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "target", "unreadable", "inline")
@@ -1226,6 +1244,18 @@ class FsckReply(_message.Message):
     file: FsckFile
     summary: FsckSummary
     def __init__(self, file: _Optional[_Union[FsckFile, _Mapping]] = ..., summary: _Optional[_Union[FsckSummary, _Mapping]] = ...) -> None: ...
+
+class QuotaRequest(_message.Message):
+    __slots__ = ("path", "max_entries", "max_space", "clear")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_SPACE_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    max_entries: int
+    max_space: int
+    clear: bool
+    def __init__(self, path: _Optional[bytes] = ..., max_entries: _Optional[int] = ..., max_space: _Optional[int] = ..., clear: _Optional[bool] = ...) -> None: ...
 
 class DumpRequest(_message.Message):
     __slots__ = ()

@@ -268,6 +268,11 @@ class AdminStub:
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckRequest.SerializeToString,
                 response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckReply.FromString,
                 _registered_method=True)
+        self.SetQuota = channel.unary_unary(
+                '/plasmafs.namenode.v1.Admin/SetQuota',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.QuotaRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.Quota.FromString,
+                _registered_method=True)
         self.Dump = channel.unary_stream(
                 '/plasmafs.namenode.v1.Admin/Dump',
                 request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.DumpRequest.SerializeToString,
@@ -322,6 +327,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Dump(self, request, context):
         """The namespace and accounts as one consistent logical copy (namenode/namespace_dump.py),
         and loading one into a cluster whose namespace is empty.
@@ -371,6 +382,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Fsck,
                     request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckRequest.FromString,
                     response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckReply.SerializeToString,
+            ),
+            'SetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuota,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.QuotaRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.Quota.SerializeToString,
             ),
             'Dump': grpc.unary_stream_rpc_method_handler(
                     servicer.Dump,
@@ -524,6 +540,33 @@ class Admin:
             '/plasmafs.namenode.v1.Admin/Fsck',
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckRequest.SerializeToString,
             plasmafs_dot_core_dot_proto_dot_namenode__pb2.FsckReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Admin/SetQuota',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.QuotaRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.Quota.FromString,
             options,
             channel_credentials,
             insecure,

@@ -621,3 +621,24 @@ def _churn(mount: Mount) -> None:
     assert result["errors"] == [] and result["broken"] == [] and result["idle"] == []
     assert result["temporaries"] == []
     assert result["written"] > 0 and result["read"] > 0
+
+
+def test_a_quota_answers_edquot_and_the_tree_stays_whole(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    bs = inline_cluster.blocksize
+    root = mount.path
+    (root / "limited").mkdir()
+    with SyncClient(inline_cluster.namenode.address) as fs:
+        fs.set_quota("/limited", entries=3, space=4 * bs)
+    (root / "limited" / "a").write_bytes(b"a")
+    (root / "limited" / "b").write_bytes(b"b")
+    assert _errno(os.open, str(root / "limited" / "c"), os.O_CREAT | os.O_WRONLY) == errno.EDQUOT
+    assert _errno(os.mkdir, root / "limited" / "d") == errno.EDQUOT
+    big = os.urandom(5 * bs)  # 5 blocks, twice over (replication 2): past the space
+    with pytest.raises(OSError) as raised, open(root / "limited" / "a", "wb") as f:
+        f.write(big)
+        os.fsync(f.fileno())
+    assert raised.value.errno == errno.EDQUOT
+    assert sorted(os.listdir(root / "limited")) == ["a", "b"]
+    assert (root / "limited" / "b").read_bytes() == b"b"

@@ -75,6 +75,7 @@ async def build(fs: Client) -> dict[str, bytes]:
     await fs.chmod("/a/b/two", 0o600)
     await fs.setxattr("/a/b/two", "user.origin", b"\x00sensor")
     await fs.setxattr("/a", "trusted.mark", b"m")
+    await fs.set_quota("/a/b", entries=50, space=10**9)
     return contents
 
 
@@ -127,6 +128,9 @@ async def test_a_dump_loads_into_a_new_cluster_with_the_same_datanodes(
             assert await fs.read_file(path) == data
         assert await fs.getxattr("/a/b/two", "user.origin") == b"\x00sensor"
         assert await fs.listxattr("/a") == ["trusted.mark"]
+        quota = (await fs.summarize("/a/b")).quota  # with the usage counted afresh
+        assert quota is not None and (quota.max_entries, quota.max_space) == (50, 10**9)
+        assert quota.entries == 3
         report = [item async for item in fs.fsck("/")][-1]
         assert isinstance(report, FsckSummary) and report.healthy
         # New files go to blocks the loaded ones do not use.

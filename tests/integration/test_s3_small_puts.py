@@ -100,3 +100,23 @@ def test_a_small_put_is_one_commit_and_follows_every_put_rule(
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="small")["Contents"])
     assert keys == ["deep/er/key", "empty", "first", "one"]
     assert s3.get_object(Bucket="small", Key="one")["Body"].read() == b"replaced"
+
+
+def test_a_bucket_with_a_quota_answers_quota_exceeded_and_keeps_nothing(
+    small_s3: Any, inline_cluster: DataCluster
+) -> None:
+    s3 = small_s3
+    s3.create_bucket(Bucket="limited")
+    with SyncClient(inline_cluster.namenode.address) as lib:
+        lib.set_quota(f"{ROOT}/limited", entries=3)  # the bucket and two keys
+        s3.put_object(Bucket="limited", Key="a", Body=b"a")
+        s3.put_object(Bucket="limited", Key="b", Body=b"b" * 100_000)  # in blocks
+        for body in (b"small", b"c" * 100_000):
+            with pytest.raises(ClientError) as refused:
+                s3.put_object(Bucket="limited", Key="c", Body=body)
+            assert _code(refused) == "QuotaExceeded"
+            assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        s3.put_object(Bucket="limited", Key="a", Body=b"replacing takes no entry")
+        staged = lib.listdir(f"{ROOT}/.s3-staging")
+        assert sorted(lib.listdir(f"{ROOT}/limited")) == ["a", "b"]
+    assert [name for name in staged if not name.startswith(("mpu.", "done."))] == []

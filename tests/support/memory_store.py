@@ -15,7 +15,8 @@ the PostgreSQL tier.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 from plasmafs.core.attributes import Attr, FileKind
@@ -88,6 +89,7 @@ class MemoryStore:
         self.unflushed = 0
         self.groups = 0  # group commits applied
         self._next_ino = 2  # the inode_numbers sequence starts at 2
+        self.quota_rows: dict[int, tuple[int | None, int | None]] = {}
 
     # --- what `Leadership`, `Committer` and start-up ask -----------------------------
 
@@ -196,6 +198,49 @@ class MemoryStore:
         first, self._next_ino = self._next_ino, self._next_ino + INODE_BATCH
         return first
 
+    async def get_parents(self, ino: int) -> list[int]:
+        """The directories of every name of `ino`, one per name."""
+        return [parent for (parent, _), i in self.entries.items() if i == ino]
+
+    async def usage_rows(
+        self, moment: Callable[[], AbstractAsyncContextManager[None]] | None
+    ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int, int, int, int]]]:
+        """`Store.usage_rows` over the dictionaries (a snapshot: no await after the
+        moment)."""
+        if moment is not None:
+            async with moment():
+                pass
+        directories, direct = [], {}
+        for (parent, _), ino in self.entries.items():
+            a = self.inodes[ino].attr
+            if a.kind is FileKind.DIRECTORY:
+                directories.append((parent, ino, a.mode))
+                continue
+            row = direct.setdefault(parent, [parent, 0, 0, 0, 0, 0, 0])
+            if a.kind is FileKind.FILE:
+                inline = self.inodes[ino].data is not None
+                row[1] += 1
+                row[4] += a.size
+                row[5] += a.size if inline else a.size * a.replication
+                row[6] += a.nlink > 1
+            elif a.kind is FileKind.SYMLINK:
+                row[2] += 1
+            else:
+                row[3] += 1
+        return directories, [tuple(r) for r in direct.values()]  # type: ignore[misc]
+
+    async def quotas(self) -> list[tuple[int, int | None, int | None]]:
+        """Every directory quota."""
+        return [(ino, e, s) for ino, (e, s) in self.quota_rows.items()]
+
+    async def set_quota(self, ino: int, entries: int | None, space: int | None) -> None:
+        """Give directory `ino` this quota."""
+        self.quota_rows[ino] = (entries, space)
+
+    async def clear_quota(self, ino: int) -> None:
+        """Remove directory `ino`'s quota."""
+        self.quota_rows.pop(ino, None)
+
     async def count_kinds(self) -> dict[FileKind, int]:
         """How many inodes of each kind exist."""
         counts: dict[FileKind, int] = {}
@@ -248,6 +293,7 @@ class MemoryStore:
             for ino, inode in cs.inodes.items():
                 if inode is None:
                     self.inodes.pop(ino, None)
+                    self.quota_rows.pop(ino, None)  # its quota goes with it (ON DELETE CASCADE)
             for ino, touch in cs.touches.items():
                 merged = touches.setdefault(ino, [0, 0])
                 merged[0] = max(merged[0], touch.mtime_ns)

@@ -1,0 +1,163 @@
+"""Directory quotas: at most so many entries and so many bytes of space (with
+replication) in a directory's tree, as HDFS's name and space quotas.
+
+The limits live in PostgreSQL (directory_quotas) and in memory; the usage they are
+held to is the one the namenode keeps current (namenode/usage.py). A commit is checked
+as it is about to be queued: what it adds to each limited directory above what it
+changes (creates, growth, replication, renames into the tree) is charged against the
+limit, with the charges of commits queued before it and not yet applied, and the
+commit is refused with QuotaExceededError (EDQUOT) if a limit would be passed. A
+commit that only removes, or moves within one limited tree, is never refused. So a
+limit is hit exactly: usage may reach it, never pass it — except when a limit is set
+below what the tree holds already (allowed, as HDFS allows it: the tree then only
+shrinks until it is under).
+
+The directory itself counts as one entry (a limit of 1 keeps a directory empty). A
+file with several names in a tree counts at each. Removing a directory removes its
+quota (the row goes with the inode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plasmafs.core.errors import InvalidArgumentError, QuotaExceededError
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.store import Store
+from plasmafs.namenode.usage import DirectoryUsage, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A directory's quota; None: no limit of that kind."""
+
+    entries: int | None
+    space: int | None
+
+
+class Quotas:
+    """The limits of every directory that has one, and the charges of commits queued."""
+
+    def __init__(self, usage: DirectoryUsage, store: Store) -> None:
+        self.usage = usage
+        self.store = store
+        self._limits: dict[int, Limit] = {}
+        # Directories with a limit or getting one: no lease is granted in their trees.
+        self.limited: set[int] = set()
+        self._charged: dict[int, list[int]] = {}  # directory -> [entries, space] queued
+        self.refused = 0
+
+    async def load(self) -> None:
+        """Read every limit."""
+        rows = await self.store.quotas()
+        self._limits = {ino: Limit(entries, space) for ino, entries, space in rows}
+        self.limited.clear()
+        self.limited.update(self._limits)
+
+    def limits_any(self) -> bool:
+        """True if some directory has a quota."""
+        return bool(self._limits)
+
+    def limit_of(self, ino: int) -> Limit | None:
+        """The quota of directory `ino`, None if it has none."""
+        return self._limits.get(ino)
+
+    async def fill(self, ino: int, out: pb.Quota) -> bool:
+        """Put directory `ino`'s quota and its tree's usage into `out` (once the usage
+        is counted, after a start); False (and `out` untouched) if it has no quota."""
+        limit = self._limits.get(ino)
+        if limit is None:
+            return False
+        await self.usage.wait_ready()
+        if limit.entries is not None:
+            out.max_entries = limit.entries
+        if limit.space is not None:
+            out.max_space = limit.space
+        used = self.usage.of(ino)
+        if used is not None:
+            out.entries, out.space = used.entries, used.space
+        return True
+
+    async def set(self, ino: int, entries: int | None, space: int | None) -> Limit:
+        """Give directory `ino` these limits (None keeps a kind as it is); the quota."""
+        if entries is not None and entries < 1:
+            raise InvalidArgumentError("a quota on entries is at least 1 (the directory)")
+        if space is not None and space < 0:
+            raise InvalidArgumentError("a quota on space is not negative")
+        old = self._limits.get(ino, Limit(None, None))
+        new = Limit(
+            old.entries if entries is None else entries, old.space if space is None else space
+        )
+        if new.entries is None and new.space is None:
+            raise InvalidArgumentError("a quota needs a limit on entries or on space")
+        await self.store.set_quota(ino, new.entries, new.space)
+        self._limits[ino] = new
+        self.limited.add(ino)
+        return new
+
+    async def clear(self, ino: int) -> None:
+        """Remove directory `ino`'s quota (none: nothing happens)."""
+        await self.store.clear_quota(ino)
+        self._limits.pop(ino, None)
+        self.limited.discard(ino)
+
+    def charge(self, cs: ChangeSet) -> None:
+        """Charge a commit about to be queued to the limits above what it changes;
+        QuotaExceededError (nothing charged) if one would be passed."""
+        if not self._limits or not cs.usage:
+            return
+        added = self.usage.added_below(cs.usage, self._limits)
+        charges = {}
+        for ino, (entries, space) in added.items():
+            if entries <= 0 and space <= 0:
+                continue  # this commit makes the tree no bigger
+            self._check(ino, entries, space)
+            charges[ino] = (max(entries, 0), max(space, 0))
+        for ino, (entries, space) in charges.items():
+            queued = self._charged.setdefault(ino, [0, 0])
+            queued[0] += entries
+            queued[1] += space
+        cs.quota_charges = charges
+
+    def committed(self, cs: ChangeSet) -> None:
+        """A commit was applied to usage: its charges end; the quotas of the
+        directories it removed go with them."""
+        self.release(cs)
+        if self._limits:
+            for ino in cs.deleted_kinds:
+                if self._limits.pop(ino, None) is not None:
+                    self.limited.discard(ino)
+
+    def release(self, cs: ChangeSet) -> None:
+        """A charged commit was applied to usage, or failed: its charges end."""
+        for ino, (entries, space) in cs.quota_charges.items():
+            queued = self._charged.get(ino)
+            if queued is None:
+                continue
+            queued[0] -= entries
+            queued[1] -= space
+            if queued == [0, 0]:
+                del self._charged[ino]
+        cs.quota_charges = {}
+
+    def _check(self, ino: int, entries: int, space: int) -> None:
+        limit = self._limits[ino]
+        used = self.usage.of(ino) or Usage(0, 1, 0, 0, 0, 0, 0, 0)
+        queued = self._charged.get(ino, (0, 0))
+        if limit.entries is not None and entries > 0:
+            total = used.entries + queued[0] + entries
+            if total > limit.entries:
+                self.refused += 1
+                raise QuotaExceededError(
+                    f"the quota of directory inode {ino} allows {limit.entries} entries; "
+                    f"this change would make {total}"
+                )
+        if limit.space is not None and space > 0:
+            total = used.space + queued[1] + space
+            if total > limit.space:
+                self.refused += 1
+                raise QuotaExceededError(
+                    f"the quota of directory inode {ino} allows {limit.space} bytes of "
+                    f"space (with replication); this change would make {total}"
+                )
