@@ -36,6 +36,7 @@ from plasmafs.core.errors import (
     StorageError,
     TooManyLinksError,
 )
+from plasmafs.core.trash_names import TRASH_NAME
 from plasmafs.core.value_checks import check_blocksize, check_mode, check_replication
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cache import NamespaceCache
@@ -60,7 +61,7 @@ from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
 from plasmafs.namenode.transactions import Transactions
-from plasmafs.namenode.trash_moves import TRASH_NAME, check_removable_tree
+from plasmafs.namenode.trash_moves import check_removable_tree
 from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
 MAX_LINKS = 65000  # hard links of one inode at most (ext4's limit)

@@ -285,6 +285,35 @@ class Store:
             (r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), r[6]) for r in direct
         ]
 
+    async def directories_with_entries(self, ino: int) -> list[tuple[int, int, int, int]]:
+        """Every directory of the tree at directory `ino` (itself too) that holds
+        entries: (inode, mode, uid, gid), as committed."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                """WITH RECURSIVE tree(ino) AS (
+                       SELECT $1::bigint
+                       UNION ALL
+                       SELECT e.ino FROM tree t JOIN entries e ON e.parent = t.ino
+                       JOIN inodes i ON i.ino = e.ino WHERE i.kind = $2
+                   )
+                   SELECT i.ino, i.mode, i.uid, i.gid FROM tree t JOIN inodes i ON i.ino = t.ino
+                   WHERE EXISTS (SELECT 1 FROM entries e WHERE e.parent = t.ino)""",
+                ino,
+                _DIRECTORY,
+            )
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def entry_of_another(self, directories: list[int], uid: int) -> str | None:
+        """The name of one entry of `directories` whose inode `uid` does not own."""
+        async with self._read() as conn:
+            value = await conn.fetchval(
+                """SELECT e.name FROM entries e JOIN inodes i ON i.ino = e.ino
+                   WHERE e.parent = ANY($1::bigint[]) AND i.uid <> $2 LIMIT 1""",
+                directories,
+                uid,
+            )
+        return None if value is None else str(value)
+
     async def quotas(self) -> list[tuple[int, int | None, int | None]]:
         """Every directory quota: (inode, most entries, most space)."""
         async with self._read() as conn:

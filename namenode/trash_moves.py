@@ -21,30 +21,9 @@ from __future__ import annotations
 import stat
 
 from plasmafs.core.errors import OperationNotPermittedError, PermissionError
-from plasmafs.core.trash_names import TRASH
 from plasmafs.namenode.permissions import R, W, X, may
 from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.store import Store
-
-# Every directory below (and with) $1 that holds entries: its mode and owner.
-_FULL_DIRECTORIES = """
-WITH RECURSIVE tree(ino) AS (
-    SELECT $1::bigint
-    UNION ALL
-    SELECT e.ino FROM tree t JOIN entries e ON e.parent = t.ino
-    JOIN inodes i ON i.ino = e.ino WHERE i.kind = 2
-)
-SELECT i.ino, i.mode, i.uid, i.gid FROM tree t JOIN inodes i ON i.ino = t.ino
-WHERE EXISTS (SELECT 1 FROM entries e WHERE e.parent = t.ino)
-"""
-
-# One entry of the sticky directories $1 that neither $2 nor its directory's owner owns.
-_FOREIGN_IN_STICKY = """
-SELECT e.name FROM entries e JOIN inodes i ON i.ino = e.ino
-WHERE e.parent = ANY($1::bigint[]) AND i.uid <> $2 LIMIT 1
-"""
-
-TRASH_NAME = TRASH.lstrip("/")
 
 
 async def check_removable_tree(store: Store, who: Principal, ino: int, shown: str) -> None:
@@ -52,15 +31,12 @@ async def check_removable_tree(store: Store, who: Principal, ino: int, shown: st
     `who` may remove directory `ino` (at `shown`) and everything below it."""
     if who.superuser:
         return
-    async with store.read_connection() as conn:
-        rows = await conn.fetch(_FULL_DIRECTORIES, ino)
-        closed = [r["ino"] for r in rows if not may(who, r["mode"], r["uid"], r["gid"], R | W | X)]
-        sticky_of_others = [
-            r["ino"] for r in rows if r["mode"] & stat.S_ISVTX and r["uid"] != who.uid
-        ]
-        foreign = None
-        if not closed and sticky_of_others:
-            foreign = await conn.fetchval(_FOREIGN_IN_STICKY, sticky_of_others, who.uid)
+    rows = await store.directories_with_entries(ino)
+    closed = [ino for ino, mode, uid, gid in rows if not may(who, mode, uid, gid, R | W | X)]
+    sticky_of_others = [ino for ino, mode, uid, _ in rows if mode & stat.S_ISVTX and uid != who.uid]
+    foreign = None
+    if not closed and sticky_of_others:
+        foreign = await store.entry_of_another(sticky_of_others, who.uid)
     if closed:
         raise PermissionError(
             f"{shown}: cannot move it to the trash: a directory in it (inode {closed[0]}) "
