@@ -18,6 +18,7 @@ from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.permissions import R, W
 from plasmafs.namenode.principals import SUPERUSER, Principal
+from plasmafs.namenode.quotas import Quotas
 from plasmafs.namenode.transaction import Txn
 from plasmafs.namenode.transactions import Transactions
 from plasmafs.namenode.view import View, check_data
@@ -34,6 +35,7 @@ class FileRules:
         self._data = data
         self.inline_limit = inline_limit  # files up to this size may keep content inline
         self._internal_txns = 0
+        self.quotas: Quotas | None = None  # stops writers at a space limit when set
 
     async def allocate(
         self, txn: Txn | None, ino: int, file_index: int, count: int
@@ -41,6 +43,11 @@ class FileRules:
         """Reserve new blocks for a file range (replacing what was there at commit)."""
         t = self._txns.writable(txn)
         inode = await self._file_to_write(t, ino)
+        if self.quotas is not None:
+            before = None if ino in t.cs.created else await self._view.committed_inode(ino)
+            await self.quotas.check_growth(
+                t.cs, inode, before, file_index * inode.attr.blocksize + 1
+            )
         if inode.data is not None:
             # An inline content moves to blocks whole: block 0 is rewritten with it.
             if file_index != 0:

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from plasmafs.core.errors import InvalidArgumentError, QuotaExceededError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode.changeset import ChangeSet
+from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.store import Store
-from plasmafs.namenode.usage import DirectoryUsage, Usage
+from plasmafs.namenode.usage import SPACE, DirectoryUsage, Usage, contribution
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,28 @@ class Quotas:
             queued[0] += entries
             queued[1] += space
         cs.quota_charges = charges
+
+    async def check_growth(
+        self, cs: ChangeSet, inode: Inode, before: Inode | None, at_least: int
+    ) -> None:
+        """QuotaExceededError if file `inode` (committed as `before`), once it holds
+        at least `at_least` bytes, would take a tree with a limit on space past it: a
+        writer is stopped as it allocates blocks past a limit, not only at its commit
+        (which charges the exact size). Only what is certain is charged — the bytes up
+        to the first of the blocks allocated — so a write that fits is never refused."""
+        if not self._limits:
+            return
+        space = at_least * inode.attr.replication
+        grows = space - contribution(before)[SPACE]
+        if grows <= 0:
+            return
+        await self.usage.wait_ready()
+        limited: set[int] = set()
+        for parent in await self.usage.directories_of(cs, inode.ino, before):
+            limited.update(d for d in self.usage.above(parent) if d in self._limits)
+        for ino in limited:
+            if self._limits[ino].space is not None:
+                self._check(ino, 0, grows)
 
     def committed(self, cs: ChangeSet) -> None:
         """A commit was applied to usage: its charges end; the quotas of the

@@ -154,6 +154,7 @@ async def open_namespace(
     )
     namespace.no_leases_below = quotas.limited
     files = FileRules(view, transactions, data, inline_limit=settings.inline_limit)
+    files.quotas = quotas
     committer.start()
     counting = asyncio.create_task(usage.follow(store, committer), name="pfs-usage-count")
     return NamespaceParts(

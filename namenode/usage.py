@@ -230,6 +230,23 @@ class DirectoryUsage:
                 break
         return found
 
+    async def directories_of(self, cs: ChangeSet, ino: int, before: Inode | None) -> list[int]:
+        """The directories holding the names of file `ino` (`before`: its committed
+        row, None if `cs` made it), one per name."""
+        if ino in cs.created:
+            return [parent for (parent, _), target in cs.entries.items() if target == ino]
+        return await self._names(ino, before, [])
+
+    def above(self, ino: int) -> list[int]:
+        """Directory `ino` and every directory above it, as of the last publish."""
+        chain: list[int] = []
+        node: int | None = ino
+        parents = self._parents
+        while node is not None and len(chain) <= len(parents):
+            chain.append(node)
+            node = parents.get(node)
+        return chain
+
     def parent_of(self, ino: int) -> int | None:
         """The directory holding directory `ino`, as of the last publish."""
         return self._parents.get(ino)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client
+from plasmafs.client.file_writer import RUN_BLOCKS, FileWriter
 from plasmafs.core.errors import (
     OperationNotPermittedError,
     PermissionError,
@@ -191,3 +192,24 @@ def test_the_cli_sets_shows_and_counts_quotas(data_cluster: DataCluster, tmp_pat
     assert pfs("count", "-q", "/cq").split()[:4] == ["none", "inf", "none", "inf"]
     assert pfs("admin", "quota", "get", "/cq") == "/cq: no quota\n"
     assert "not a directory" in pfs("admin", "quota", "set", "/cq/a", "--entries", "2", ok=False)
+
+
+async def test_a_writer_is_stopped_as_it_allocates_past_a_space_limit(
+    fs: Client, data_cluster: DataCluster
+) -> None:
+    """Not only at its commit: a write with no size announced allocates a run at a
+    time, and the first run that starts past the limit is refused."""
+    bs = data_cluster.blocksize
+    await fs.mkdir("/room")
+    await fs.set_quota("/room", space=4 * bs)
+    writer = await fs.open("/room/big", "wb", replication=1)
+    assert isinstance(writer, FileWriter)
+    written = 0
+    with pytest.raises(QuotaExceededError):
+        for _ in range(200):
+            await writer.write(os.urandom(bs))
+            written += bs
+    assert written < 4 * bs + RUN_BLOCKS * bs + bs  # stopped within one run of the limit
+    await writer.abort()
+    assert await fs.listdir("/room") == []
+    await fs.write_file("/room/fits", os.urandom(4 * bs), replication=1)  # exactly
