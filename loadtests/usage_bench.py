@@ -194,7 +194,7 @@ def report(f: dict[str, Any]) -> str:
             f"| the count itself (its two scans), s | {f['usage_count_s']:.2f} | | | |",
             "",
             "Until the count is done the namenode serves as before: summaries walk, and "
-            "only commits in a tree with a quota wait for it.",
+            "commits wait for it only where some directory has a quota.",
         ]
     )
 

@@ -83,6 +83,9 @@ class Committer:
         self._closing = False
         self.stats = CommitStats()
         self._flusher: asyncio.Task[None] | None = None
+        # Told when a commit's outcome is unknown (PostgreSQL may have applied it): what
+        # they keep beside the cache must be read again.
+        self.on_unknown: list[Callable[[str], None]] = []
         self._running = asyncio.Event()  # clear: lanes take no new group (`quiet`)
         self._running.set()
         self._writing = 0  # groups taken and not yet answered
@@ -156,6 +159,7 @@ class Committer:
             except Exception as exc:  # a bug after the write must not stop the lane
                 log.exception("group commit of %d failed after the write", len(group))
                 self._cache.invalidate_all()
+                self._unknown(f"a group commit failed after its write: {exc}")
                 self._settle_failed(group, StorageError(f"commit outcome unknown: {exc}"))
             finally:
                 self._writing -= 1
@@ -244,6 +248,7 @@ class Committer:
             # PostgreSQL may or may not have committed: forget everything cached.
             log.error("commit outcome unknown, connection failed: %s", exc)
             self._cache.invalidate_all()
+            self._unknown(f"a commit's outcome is unknown: {exc}")
             await self._store.reset_writer(lane)
             error: PlasmaError = StorageError(
                 f"commit outcome unknown: the metadata store connection failed ({exc})"
@@ -252,6 +257,10 @@ class Committer:
             log.error("commit failed: %s", exc)
             error = StorageError(f"commit failed in the metadata store: {exc}")
         self._settle_failed(group, error)
+
+    def _unknown(self, why: str) -> None:
+        for tell in self.on_unknown:
+            tell(why)
 
     @staticmethod
     def _settle_failed(group: list[_Pending], error: PlasmaError) -> None:

@@ -26,10 +26,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from plasmafs.core.errors import BusyError
+from plasmafs.namenode.inode_records import ROOT_INO
 
 log = logging.getLogger(__name__)
 
 MAX_DEPTH = 4096  # directory levels followed up from a leased directory at most
+UNSURE_WAIT = 0.05  # s a recall waits for leased directories still being made
 
 serving: contextvars.ContextVar[object | None] = contextvars.ContextVar(
     "pfs_lease_session", default=None
@@ -114,11 +116,18 @@ class LeaseTable:
         a quota). Leases the holders take below meanwhile (their queued mkdirs, sent
         as they let go) are recalled in the next round; BusyError after `rounds`."""
         for _ in range(rounds):
-            held = list(self._owner.items())
-            inside = [(o, ino) for ino, o in held if await _below(ino, root, parent_of)]
-            if not inside:
+            inside, unsure = [], 0
+            for ino, owner in list(self._owner.items()):
+                below = await _below(ino, root, parent_of, unknown=None)
+                if below:
+                    inside.append((owner, ino))
+                elif below is None:
+                    unsure += 1  # made by a transaction not committed yet
+            if not inside and not unsure:
                 return
             await asyncio.gather(*(self._recall(o, ino) for o, ino in inside))
+            if unsure and not inside:
+                await asyncio.sleep(UNSURE_WAIT)
         raise BusyError(f"directories below inode {root} keep being leased; try again")
 
     async def _recall(self, owner: object, ino: int) -> None:
@@ -192,13 +201,21 @@ class LeaseTable:
         self._let_go.pop(ino).set()
 
 
-async def _below(ino: int, root: int, parent_of: Callable[[int], Awaitable[int | None]]) -> bool:
-    """True if directory `ino` is `root` or below it (False if it is not committed)."""
+async def _below(
+    ino: int,
+    root: int,
+    parent_of: Callable[[int], Awaitable[int | None]],
+    unknown: bool | None = False,
+) -> bool | None:
+    """True if directory `ino` is `root` or below it; `unknown` if it is not committed
+    (or a directory above it is not)."""
     current: int | None = ino
     for _ in range(MAX_DEPTH):
-        if current is None:
-            return False
         if current == root:
             return True
+        if current == ROOT_INO:
+            return False
+        if current is None:
+            return unknown
         current = await parent_of(current)
     return False

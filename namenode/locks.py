@@ -20,6 +20,10 @@ from plasmafs.core.errors import ConflictError
 
 LockKey = Hashable
 
+# Taken exclusively by a move of a directory to another parent, shared by a commit
+# charged to directory quotas: the tree a charge walks cannot change under it.
+DIRTREE_LOCK: LockKey = ("dirtree",)
+
 
 @dataclass(eq=False, slots=True)
 class LockOwner:

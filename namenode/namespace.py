@@ -46,7 +46,7 @@ from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_numbers import InodeNumbers
 from plasmafs.namenode.inode_records import ROOT_INO, Inode
 from plasmafs.namenode.listing import list_page
-from plasmafs.namenode.locks import LockKey, LockOwner
+from plasmafs.namenode.locks import DIRTREE_LOCK, LockOwner
 from plasmafs.namenode.permissions import (
     R,
     W,
@@ -66,8 +66,6 @@ from plasmafs.namenode.view import MAX_DEPTH, View, check_data
 
 MAX_LINKS = 65000  # hard links of one inode at most (ext4's limit)
 MAX_CONCAT = 10000  # files appended by one concatenation (S3's parts of an upload)
-
-DIRTREE_LOCK: LockKey = ("dirtree",)
 
 
 class Namespace:
@@ -565,6 +563,10 @@ class Namespace:
             # Both directories change: W and X on each before any lock.
             check_create(who, d.attr.mode, d.attr.uid, d.attr.gid, where.shown)
         src_name, dst_name = src_parts[-1], dst_parts[-1]
+        if self.no_leases_below and src_dir.ino != dst_dir.ino:
+            await self._end_leases_moving_under_quotas(t, (src_dir, src_name), dst_dir)
+            if exchange:
+                await self._end_leases_moving_under_quotas(t, (dst_dir, dst_name), src_dir)
         for ino in sorted({src_dir.ino, dst_dir.ino}):
             await self.transactions.lock(t, ("i", ino), False)
         for key in sorted({(src_dir.ino, src_name), (dst_dir.ino, dst_name)}):
@@ -666,6 +668,18 @@ class Namespace:
         cs.touch(src_dir.ino, now, src_delta)
         cs.touch(dst_dir.ino, now, -src_delta)
 
+    async def _end_leases_moving_under_quotas(
+        self, t: Txn, moving: tuple[Inode, str], to: Inode
+    ) -> None:
+        """Before a directory moves into a tree with a quota: every lease in it ends
+        (recalled, its holder's queue sent), as none may be held in such a tree."""
+        ino = await self.view.entry(t, moving[0].ino, moving[1])
+        if ino is None or await self._leasable(t, to.ino):
+            return
+        inode = await self.view.inode(t, ino)
+        if inode is not None and inode.kind is FileKind.DIRECTORY:
+            await self.leases.recall_below(ino, self.view.committed_parent)
+
     async def _check_trash_move(
         self, t: Txn, moved: int, old_parent: int, new_parent: int, where: Place
     ) -> None:
@@ -676,8 +690,16 @@ class Namespace:
         trash = await self.view.entry(t, ROOT_INO, TRASH_NAME)
         if trash is None or not await self._within(t, new_parent, trash):
             return
-        if not await self._within(t, old_parent, trash):
-            await check_removable_tree(self.store, t.who, moved, where.shown)
+        if await self._within(t, old_parent, trash):
+            return
+        if any(d not in t.cs.created for d in t.cs.dir_parents):
+            # The check reads the tree as committed: a directory this transaction moved
+            # into it would escape it.
+            raise InvalidArgumentError(
+                f"{where.shown}: move it to the trash in a transaction that moves no "
+                "other directory"
+            )
+        await check_removable_tree(self.store, t.who, moved, where.shown)
 
     async def _within(self, t: Txn, directory: int, ancestor: int) -> bool:
         """True if `directory` is `ancestor` or below it."""

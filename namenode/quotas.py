@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from plasmafs.core.errors import InvalidArgumentError, QuotaExceededError
+from plasmafs.core.errors import InvalidArgumentError, NotFoundError, QuotaExceededError
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.inode_records import Inode
@@ -86,16 +86,33 @@ class Quotas:
             raise InvalidArgumentError("a quota on entries is at least 1 (the directory)")
         if space is not None and space < 0:
             raise InvalidArgumentError("a quota on space is not negative")
-        old = self._limits.get(ino, Limit(None, None))
+        known = self._limits.get(ino)
+        old = known or Limit(None, None)
         new = Limit(
             old.entries if entries is None else entries, old.space if space is None else space
         )
         if new.entries is None and new.space is None:
             raise InvalidArgumentError("a quota needs a limit on entries or on space")
-        await self.store.set_quota(ino, new.entries, new.space)
+        # In force from now; a removal of the directory committed meanwhile takes it
+        # away (as PostgreSQL's cascade takes the row), and it is not put back.
         self._limits[ino] = new
         self.limited.add(ino)
+        try:
+            await self.store.set_quota(ino, new.entries, new.space)
+        except BaseException:
+            if self._limits.get(ino) is new:
+                self._restore(ino, known)
+            raise
+        if self._limits.get(ino) is not new:
+            raise NotFoundError(f"directory inode {ino} was removed")
         return new
+
+    def _restore(self, ino: int, limit: Limit | None) -> None:
+        if limit is None:
+            self._limits.pop(ino, None)
+            self.limited.discard(ino)
+        else:
+            self._limits[ino] = limit
 
     async def clear(self, ino: int) -> None:
         """Remove directory `ino`'s quota (none: nothing happens)."""
@@ -128,7 +145,8 @@ class Quotas:
         at least `at_least` bytes, would take a tree with a limit on space past it: a
         writer is stopped as it allocates blocks past a limit, not only at its commit
         (which charges the exact size). Only what is certain is charged — the bytes up
-        to the first of the blocks allocated — so a write that fits is never refused."""
+        to the first of the blocks allocated — so a write is not refused for blocks it
+        may not fill (space the same transaction frees elsewhere counts at its commit)."""
         if not self._limits:
             return
         space = at_least * inode.attr.replication
@@ -138,7 +156,8 @@ class Quotas:
         await self.usage.wait_ready()
         limited: set[int] = set()
         for parent in await self.usage.directories_of(cs, inode.ino, before):
-            limited.update(d for d in self.usage.above(parent) if d in self._limits)
+            above = self.usage.above(parent, cs.dir_parents)
+            limited.update(d for d in above if d in self._limits)
         for ino in limited:
             if self._limits[ino].space is not None:
                 self._check(ino, 0, grows)

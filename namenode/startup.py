@@ -138,6 +138,7 @@ async def open_namespace(
     quotas = Quotas(usage, store)
     await quotas.load()
     usage.quotas = quotas
+    committer.on_unknown.append(usage.recount)
     transactions.usage = usage
     after_commit.append(usage.committed)
     inode_numbers = InodeNumbers(store)

@@ -18,7 +18,7 @@ from plasmafs.core.errors import NotActiveError, StorageError
 from plasmafs.core.value_checks import DEFAULT_LOCATION
 from plasmafs.namenode import pg_connect
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.inode_records import ExtentRow, Inode
+from plasmafs.namenode.inode_records import ROOT_INO, ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
@@ -143,6 +143,7 @@ _FILE, _DIRECTORY, _SYMLINK = int(FileKind.FILE), int(FileKind.DIRECTORY), int(F
 _USAGE_DIRECTORIES = f"""
 SELECT e.parent, e.ino, i.mode FROM entries e JOIN inodes i ON i.ino = e.ino
 WHERE i.kind = {_DIRECTORY}
+UNION ALL SELECT 0, ino, mode FROM inodes WHERE ino = {ROOT_INO}
 """
 _USAGE_TOTALS = f"""
 SELECT e.parent,

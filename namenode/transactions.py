@@ -16,7 +16,7 @@ from plasmafs.core.errors import ConflictError, TransactionError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
 from plasmafs.namenode.leadership import Leadership
-from plasmafs.namenode.locks import LockKey, LockManager, LockOwner
+from plasmafs.namenode.locks import DIRTREE_LOCK, LockKey, LockManager, LockOwner
 from plasmafs.namenode.principals import Principal
 from plasmafs.namenode.transaction import Txn, TxnState
 
@@ -43,6 +43,10 @@ class UsagePreparer(Protocol):
 
     def aborted(self, cs: ChangeSet) -> None:
         """A prepared change set will not be committed."""
+        ...
+
+    def charges_quotas(self) -> bool:
+        """True if commits are charged to quotas (some directory has one)."""
         ...
 
 
@@ -112,6 +116,9 @@ class Transactions:
             if txn.cs.extents_changed:
                 await self._blocks.prepare_commit(txn)
             if self.usage is not None:
+                if self.usage.charges_quotas():
+                    # The tree its charges walk stays as it is until it is applied.
+                    await self.lock(txn, DIRTREE_LOCK, False)
                 await self.usage.prepare_commit(txn.cs)
             done = self.committer.enqueue(txn.cs, durable)
         except BaseException as exc:

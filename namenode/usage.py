@@ -11,8 +11,9 @@ scan of the entries: two queries), in the background, so that a namenode serves 
 once however large its namespace: the scan reads a snapshot taken at a quiet moment of
 the committer (every commit before it applied, none being written), commits published
 after it are kept and applied in order once the scan is done. Until then summaries
-walk and a commit in a tree with a quota waits. Then the totals are kept current by
-commits, with no row in PostgreSQL that all writers of a tree would update: at commit,
+walk, and commits wait if some directory has a quota. Then the totals are kept
+current by commits, with no row in PostgreSQL that all writers of a tree would
+update: at commit,
 `prepare` turns the change set into usage operations, reading only the committed state
 the transaction's locks keep still (the old rows of the inodes it changes, the old
 targets of the names it sets); when the group commit is acknowledged, `publish`
@@ -49,7 +50,7 @@ FILES, DIRECTORIES, SYMLINKS, OTHERS, BYTES, SPACE, LINKED, CLOSED = range(8)
 WIDTH = 8
 RECENT_PARENTS = 100_000  # single-name files whose directory is remembered
 
-_OPEN_TO_ALL = 0o005  # read and search for others: anyone may enter
+_OPEN_TO_ALL = 0o555  # read and search for owner, group and others: anyone may enter
 
 _NEW_DIRECTORY = (0, 1, 0, 0, 0, 0, 0, 0)  # what a directory made in the commit adds itself
 
@@ -113,6 +114,7 @@ class DirectoryUsage:
         self.load_seconds = 0.0
         self._source: tuple[UsageSource, Quiet] | None = None
         self._loader: asyncio.Task[None] | None = None
+        self._counting = False  # a count runs (`follow`)
 
     async def wait_ready(self) -> None:
         """Return once the totals are loaded."""
@@ -120,19 +122,27 @@ class DirectoryUsage:
 
     async def follow(self, source: UsageSource, committer: Quiet) -> None:
         """Load the totals, then keep them current: what commits publish while the scan
-        runs is applied after it, in order. Retries until it succeeds (PostgreSQL
-        away); a task of the namespace's lifetime."""
+        runs is applied after it, in order. Counts again until it succeeds (PostgreSQL
+        away, an inconsistency while replaying); a task of the namespace's lifetime."""
         self._source = (source, committer)
+        self._counting = True
         delay = 0.5
-        while True:
-            try:
-                await self._follow_once(source, committer)
-                return
-            except Exception as exc:
-                self._following = None
-                log.warning("counting directory usage failed (%s); again in %gs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+        try:
+            while not self.ready:
+                try:
+                    await self._follow_once(source, committer)
+                except Exception as exc:
+                    self._following = None
+                    log.warning("counting directory usage failed (%s); again in %gs", exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+        finally:
+            self._counting = False
+
+    def recount(self, why: str) -> None:
+        """Count every directory's usage again, in the background: what the namenode
+        knows may have missed a commit (its outcome unknown)."""
+        self._inconsistent(why)
 
     async def _follow_once(self, source: UsageSource, committer: Quiet) -> None:
         began = asyncio.get_running_loop().time()
@@ -166,10 +176,12 @@ class DirectoryUsage:
         parents: dict[int, int] = {}
         closed: set[int] = set()
         for parent, ino, mode in directories:
-            totals[ino] = [0] * WIDTH
-            parents[ino] = parent
             if is_closed(mode):
                 closed.add(ino)
+            if ino == ROOT_INO:
+                continue  # its own row (parent 0): for its mode
+            totals[ino] = [0] * WIDTH
+            parents[ino] = parent
         for parent, files, symlinks, others, size, space, linked in direct:
             row = totals.get(parent)
             if row is not None:
@@ -237,14 +249,15 @@ class DirectoryUsage:
             return [parent for (parent, _), target in cs.entries.items() if target == ino]
         return await self._names(ino, before, [])
 
-    def above(self, ino: int) -> list[int]:
-        """Directory `ino` and every directory above it, as of the last publish."""
+    def above(self, ino: int, made: dict[int, int] | None = None) -> list[int]:
+        """Directory `ino` and every directory above it, as of the last publish (or,
+        first, as `made`, a transaction's new directories' parents, says)."""
         chain: list[int] = []
         node: int | None = ino
         parents = self._parents
-        while node is not None and len(chain) <= len(parents):
+        while node is not None and len(chain) <= len(parents) + len(made or ()):
             chain.append(node)
-            node = parents.get(node)
+            node = made[node] if made and node in made else parents.get(node)
         return chain
 
     def parent_of(self, ino: int) -> int | None:
@@ -258,8 +271,12 @@ class DirectoryUsage:
         queued for commit."""
         cs.usage = await self.prepare(cs)
         if self.quotas is not None and cs.usage and self.quotas.limits_any():
-            await self.wait_ready()  # counting after a start: charges need the totals
+            await self.wait_ready()  # being counted (a start): charges need the totals
             self.quotas.charge(cs)
+
+    def charges_quotas(self) -> bool:
+        """True if commits are charged to quotas (some directory has one)."""
+        return self.quotas is not None and self.quotas.limits_any()
 
     def committed(self, cs: ChangeSet) -> None:
         """Apply what a committed change set changed (in commit order)."""
@@ -469,7 +486,9 @@ class DirectoryUsage:
             log.error("usage totals disabled until counted again: %s", what)
         self.ready = False
         self._ready.clear()
-        if self._source is not None and (self._loader is None or self._loader.done()):
+        self._recent.clear()
+        if self._source is not None and not self._counting:
+            self._counting = True
             self._loader = asyncio.get_running_loop().create_task(
                 self.follow(*self._source), name="pfs-usage-recount"
             )

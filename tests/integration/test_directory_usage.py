@@ -19,6 +19,7 @@ from plasmafs.client.editing import FileEditor
 from plasmafs.core.attributes import FileKind, Summary
 from plasmafs.core.paths import At
 from tests.conftest import DataCluster, connected_client
+from tests.support.accounts import STAFF_GID, TOKENS
 
 
 @pytest.fixture
@@ -115,3 +116,27 @@ async def test_the_usage_kept_matches_a_fresh_count_after_every_kind_of_change(
     inline_cluster.namenode.start()  # the totals computed afresh
     async with connected_client(inline_cluster.namenode.address) as again:
         await _agrees(again, "/", "/a", "/x", "/x/moving")
+
+
+async def test_a_summary_counts_only_what_its_caller_may_enter(
+    fs: Client, inline_cluster: DataCluster
+) -> None:
+    """A directory closed to the caller's group (0705) is counted, not entered, as a
+    walk would: the totals kept are not used for that caller."""
+    await fs.mkdir("/g/shut", parents=True)
+    await fs.write_file("/g/shut/inside", b"hidden size")
+    await fs.write_file("/g/open", b"seen")
+    await fs.chown("/g/shut", gid=STAFF_GID)
+    await fs.chmod("/g/shut", 0o705)
+    alice = Client(inline_cluster.namenode.address, token=TOKENS["alice"])
+    try:
+        seen = await alice.summarize("/g")
+        assert (seen.files, seen.bytes, seen.unreadable) == (1, 4, 1)
+        await fs.chmod("/g/shut", 0o755)
+        seen = await alice.summarize("/g")
+        assert (seen.files, seen.bytes, seen.unreadable) == (2, 4 + 11, 0)
+    finally:
+        await alice.close()
+    await fs.chmod("/", 0o700)  # a closed root is kept as closed, also once counted again
+    assert await _record_errors(fs) == ()
+    await fs.chmod("/", 0o755)

@@ -642,3 +642,19 @@ def test_a_quota_answers_edquot_and_the_tree_stays_whole(
     assert raised.value.errno == errno.EDQUOT
     assert sorted(os.listdir(root / "limited")) == ["a", "b"]
     assert (root / "limited" / "b").read_bytes() == b"b"
+
+
+def test_a_directory_moved_under_a_quota_is_no_longer_written_behind(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    root = mount.path
+    (root / "q").mkdir()
+    (root / "x" / "d").mkdir(parents=True)  # the mount leases what it makes
+    (root / "x" / "d" / "a").write_bytes(b"a")
+    with SyncClient(inline_cluster.namenode.address) as fs:
+        fs.set_quota("/q", entries=3)  # q, d and a
+    os.rename(root / "x" / "d", root / "q" / "d")  # its lease ends as it moves
+    assert _errno(os.open, str(root / "q" / "d" / "b"), os.O_CREAT | os.O_WRONLY) == errno.EDQUOT
+    assert os.listdir(root / "q" / "d") == ["a"]
+    with SyncClient(inline_cluster.namenode.address) as fs:
+        assert fs.listdir("/q/d") == ["a"]

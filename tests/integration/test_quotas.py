@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client
+from plasmafs.client.admin import FsckSummary
 from plasmafs.client.file_writer import RUN_BLOCKS, FileWriter
 from plasmafs.core.errors import (
+    ConflictError,
     OperationNotPermittedError,
     PermissionError,
     QuotaExceededError,
 )
+from plasmafs.core.paths import At
 from tests.conftest import DataCluster, connected_client
 from tests.support.accounts import TOKENS, UIDS
 from tests.support.cli_runner import clean_env, run_pfs
@@ -213,3 +216,31 @@ async def test_a_writer_is_stopped_as_it_allocates_past_a_space_limit(
     await writer.abort()
     assert await fs.listdir("/room") == []
     await fs.write_file("/room/fits", os.urandom(4 * bs), replication=1)  # exactly
+
+
+async def test_creates_racing_a_move_into_a_limited_tree_never_pass_its_limit(
+    fs: Client,
+) -> None:
+    """Creates in a directory by its inode while it moves into a tree with a limit:
+    whichever commits first, the tree never holds more than its limit."""
+    for attempt in range(3):
+        await fs.mkdir(f"/q{attempt}")
+        b = (await fs.mkdir(f"/a{attempt}/b", parents=True)).ino
+        await fs.set_quota(f"/q{attempt}", entries=30)
+
+        async def create(k: int, b: int = b) -> None:
+            await fs.create(At(b, f"f{k}"))
+
+        async def move(attempt: int = attempt) -> None:
+            await asyncio.sleep(0.002 * attempt)
+            await fs.rename(f"/a{attempt}/b", f"/q{attempt}/b")
+
+        results = await asyncio.gather(
+            *(create(k) for k in range(60)), move(), return_exceptions=True
+        )
+        failures = [r for r in results if r is not None]  # a create may meet the move's lock
+        assert all(isinstance(r, QuotaExceededError | ConflictError) for r in failures), failures
+        quota = (await fs.summarize(f"/q{attempt}")).quota
+        assert quota is not None and quota.entries <= 30
+    items = [item async for item in fs.fsck("/")]
+    assert isinstance(items[-1], FsckSummary) and items[-1].record_errors == ()

@@ -210,7 +210,7 @@ class MemoryStore:
         if moment is not None:
             async with moment():
                 pass
-        directories, direct = [], {}
+        directories, direct = [(0, ROOT_INO, self.inodes[ROOT_INO].attr.mode)], {}
         for (parent, _), ino in self.entries.items():
             a = self.inodes[ino].attr
             if a.kind is FileKind.DIRECTORY:
