@@ -1,7 +1,7 @@
 """Usage kept per directory, and quotas: what they cost and what they give.
 
     python -m loadtests.usage_bench [--seconds 3] [--rounds 3] [--entries 1000000]
-                                    [--update BENCHMARKS.md]
+                                    [--tree-scale 1] [--update BENCHMARKS.md]
 
 On one throw-away cluster (PostgreSQL, a namenode, no datanode: empty and small
 files), in order:
@@ -113,9 +113,11 @@ def wait_usage_ready(metrics: str, timeout: float = 600.0) -> float:
     raise SystemExit(f"usage not counted within {timeout:g}s")
 
 
-def run(seconds: float, rounds: int, entries: int) -> dict[str, Any]:
-    """Every figure, on one cluster."""
+def run(seconds: float, rounds: int, entries: int, tree_scale: float = 1.0) -> dict[str, Any]:
+    """Every figure, on one cluster (`tree_scale` shrinks the mount benchmark's tree)."""
     figures: dict[str, Any] = {"seconds": seconds, "rounds": rounds, "entries": entries}
+    dirs, files = max(2, int(1870 * tree_scale)), max(1, int(28600 * tree_scale))
+    figures["tree_files"] = files
     with bench_cluster(datanodes=0, metrics=True) as cluster:
         address = cluster.namenode_address
         loop = asyncio.new_event_loop()
@@ -124,7 +126,7 @@ def run(seconds: float, rounds: int, entries: int) -> dict[str, Any]:
             async with Client(address) as fs:
                 figures.update(await quota_cost(fs, seconds, rounds))
                 started = time.perf_counter()
-                await build_tree(fs, 1870, 28600)
+                await build_tree(fs, dirs, files)
                 figures["tree_build_s"] = round(time.perf_counter() - started, 1)
                 kept, walked = await summary_pair(fs, ROOT, f"{ROOT}/top0", 5)
                 figures["tree_summary_kept_s"], figures["tree_summary_walk_s"] = kept, walked
@@ -178,7 +180,8 @@ def report(f: dict[str, Any]) -> str:
             f"| create+commit/s, 64 in flight, in a tree with a quota | "
             f"{f['create_quota_per_s']:,} | {f['create_plain_per_s']:,} (no quota) | "
             f"**{f['ratio']:.2f}x** | >= 0.9x |",
-            f"| summary (`du -s`) of the 28,600-file tree, s | {f['tree_summary_kept_s']:.4f} | "
+            f"| summary (`du -s`) of the {f['tree_files']:,}-file tree, s | "
+            f"{f['tree_summary_kept_s']:.4f} | "
             f"{f['tree_summary_walk_s']:.4f} (by a walk) | "
             f"{f['tree_summary_walk_s'] / f['tree_summary_kept_s']:.0f}x faster | <= 0.05 s |",
             f"| summary of /big ({f['entries']:,} files), s | {f['big_summary_kept_s']:.4f} | "
@@ -204,9 +207,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--tree-scale", type=float, default=1.0, help="tree size (0 < s <= 1)")
     parser.add_argument("--update", type=Path, help="rewrite this BENCHMARKS.md section")
     args = parser.parse_args()
-    figures = run(args.seconds, args.rounds, args.entries)
+    if not 0 < args.tree_scale <= 1:
+        parser.error("--tree-scale must be in (0, 1]")
+    figures = run(args.seconds, args.rounds, args.entries, args.tree_scale)
     text = report(figures)
     print(text)
     print(json.dumps(figures))
