@@ -13,7 +13,11 @@ _RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
 
 
 class NotModified(Exception):
-    """304: the reply is headers only."""
+    """304: the reply is headers only; `condition` names the header that said so."""
+
+    def __init__(self, condition: str) -> None:
+        super().__init__(condition)
+        self.condition = condition
 
 
 def _http_seconds(value: str | None) -> float | None:
@@ -47,12 +51,12 @@ def check_conditions(headers: Mapping[str, str], etag: str, mtime_ns: int, *, re
     if if_none_match is not None:
         if _matches(if_none_match, etag):
             if read:
-                raise NotModified
+                raise NotModified("If-None-Match")
             raise precondition_failed("If-None-Match")
     elif read:
         since = _http_seconds(headers.get("If-Modified-Since"))
         if since is not None and modified <= since:
-            raise NotModified
+            raise NotModified("If-Modified-Since")
 
 
 def precondition_failed(condition: str) -> S3Error:

@@ -113,8 +113,13 @@ async def open_source(s3: S3Request, source: CopySource) -> tuple[FileReader, Ob
         }
         try:
             check_conditions(conditions, meta.etag_of(reader.attr), reader.attr.mtime_ns, read=True)
-        except NotModified:  # a copy has no 304: every condition that fails is a 412
-            raise precondition_failed("x-amz-copy-source-If-None-Match") from None
+        except NotModified as unmet:  # a copy has no 304: every failed condition is a 412
+            raise precondition_failed(f"x-amz-copy-source-{unmet.condition}") from None
+        except S3Error as failed:  # named by the copy's own header
+            condition = failed.fields.get("Condition")
+            if condition is not None:
+                failed.fields["Condition"] = f"x-amz-copy-source-{condition}"
+            raise
     except BaseException:
         await reader.close()
         raise

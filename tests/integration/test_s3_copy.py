@@ -93,14 +93,17 @@ def test_source_conditions_versions_and_missing_sources(s3: Any) -> None:
     s3.copy_object(Bucket="cond", Key="ok2", CopySource=source, CopySourceIfNoneMatch='"other"')
     s3.copy_object(Bucket="cond", Key="ok3", CopySource={**source, "VersionId": "null"})
     future = format_datetime(datetime.datetime(2100, 1, 1, tzinfo=datetime.UTC), usegmt=True)
-    for failing in (
-        {"CopySourceIfMatch": '"other"'},
-        {"CopySourceIfNoneMatch": etag},
-        {"CopySourceIfModifiedSince": future},
+    past = format_datetime(datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC), usegmt=True)
+    for failing, condition in (
+        ({"CopySourceIfMatch": '"other"'}, "If-Match"),
+        ({"CopySourceIfNoneMatch": etag}, "If-None-Match"),
+        ({"CopySourceIfModifiedSince": future}, "If-Modified-Since"),
+        ({"CopySourceIfUnmodifiedSince": past}, "If-Unmodified-Since"),
     ):
         with pytest.raises(ClientError) as failed:
             s3.copy_object(Bucket="cond", Key="no", CopySource=source, **failing)
         assert _code(failed) == "PreconditionFailed"
+        assert failed.value.response["Error"]["Condition"] == f"x-amz-copy-source-{condition}"
     for bad_source, code in (
         ({"Bucket": "cond", "Key": "missing"}, "NoSuchKey"),
         ({"Bucket": "no-such-bucket", "Key": "k"}, "NoSuchBucket"),
