@@ -46,18 +46,8 @@ async def copy_file(
             size_hint=reader.attr.size,
         )
         assert isinstance(writer, FileWriter)
-        blocks = reader.blocks
-        assert blocks is not None and writer.attr is not None
         async with writer:
-            if blocks.inline is None and blocks.blocksize == writer.attr.blocksize:
-                await writer.copy_blocks(reader)
-                if progress is not None:
-                    progress(blocks.size)
-                return await writer.close()
-            async for piece in reader.stream():
-                await writer.write(piece)  # a view of a reused buffer is copied by write
-                if progress is not None:
-                    progress(len(piece))
+            await writer.copy_from(reader, progress=progress)
     finally:
         await reader.close()
     assert writer.attr is not None

@@ -235,6 +235,31 @@ class FileWriter(FileObject):
             await self._fail()
             raise
 
+    async def copy_from(
+        self,
+        source: FileReader,
+        first: int = 0,
+        length: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Write the bytes [first, first+length) of the file `source` reads (default:
+        all from `first`): by the datanodes (`copy_blocks`) when its blocks allow it —
+        in blocks, of this file's blocksize, `first` on a block — else streamed through
+        this client. `progress` is called with the bytes each step copied."""
+        self._check_open()
+        blocks = source.blocks
+        assert blocks is not None
+        length = blocks.size - first if length is None else length
+        if blocks.inline is None and blocks.blocksize == self._bs and first % self._bs == 0:
+            await self.copy_blocks(source, first, length)
+            if progress is not None:
+                progress(length)
+            return
+        async for piece in source.stream(first, length):
+            await self.write(piece)  # a view of a reused buffer is copied by write
+            if progress is not None:
+                progress(len(piece))
+
     async def setattr(self, **changes: int | None) -> Attr:
         """Change the file's attributes (mode, owner, mtime) in the writing
         transaction: they become visible with the content, at close."""

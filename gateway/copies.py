@@ -147,12 +147,7 @@ async def copy_content(
     )
     assert isinstance(writer, FileWriter) and writer.attr is not None
     try:
-        bs = writer.attr.blocksize
-        if blocks.inline is None and blocks.blocksize == bs and first % bs == 0:
-            await writer.copy_blocks(reader, first, length)
-        else:
-            async for piece in reader.stream(first, length):
-                await writer.write(piece)
+        await writer.copy_from(reader, first, length)
         meta.size, meta.mtime_ns = length, time.time_ns()
         await writer.setattr(mtime_ns=meta.mtime_ns)
         await writer.close(xattrs={XATTR: meta.to_bytes()})
