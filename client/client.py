@@ -571,15 +571,17 @@ class Client(ClientXattrs, ClientLocks):
     async def setattr(self, target: str | int, **changes: int | None) -> Attr:
         """Change attributes (mode, uid, gid, mtime_ns, size, replication). A size
         beyond the end reads as zeros up to the new end (POSIX), as `truncate` makes
-        it; `Transaction.setattr` changes the size alone, without that care."""
+        it; `Transaction.setattr` changes the size alone, without that care. All in
+        one commit, but for a size that needs a block rewritten (see `truncate`):
+        then the other changes follow in a second."""
         size = changes.get("size")
-        if size is not None:
-            attr = await self.truncate(target, size)
-            rest = {k: v for k, v in changes.items() if k != "size" and v is not None}
-            if not rest and not changes.get("mtime_now"):
-                return attr
-            changes = {k: v for k, v in changes.items() if k != "size"}
-        return await self._one_shot(lambda t: t.setattr(target, **changes))
+        if size is None:
+            return await self._one_shot(lambda t: t.setattr(target, **changes))
+        rest = {k: v for k, v in changes.items() if k != "size"}
+        attr, done = await self._resize(target, size, rest)
+        if done or not any(v is not None and v is not False for v in rest.values()):
+            return attr
+        return await self._one_shot(lambda t: t.setattr(target, **rest))
 
     async def truncate(self, target: str | int, size: int) -> Attr:
         """Set the size of a file (a path, symlinks followed, or an inode number):
@@ -587,6 +589,13 @@ class Client(ClientXattrs, ClientLocks):
         however the file was cut before. A file growing past an end inside a block has
         that block rewritten with zeros after its end (an edit); other size changes
         are one namenode request (two for an extension)."""
+        return (await self._resize(target, size, {}))[0]
+
+    async def _resize(
+        self, target: str | int, size: int, more: dict[str, int | None]
+    ) -> tuple[Attr, bool]:
+        """`truncate`, with the changes `more` in the same commit when the size change
+        is one request; the attributes and whether `more` went with it."""
         from plasmafs.client.editing import FileEditor
 
         reads = await self._reads()
@@ -598,12 +607,12 @@ class Client(ClientXattrs, ClientLocks):
             end = await reads.blocks(attr.ino, attr.size // attr.blocksize, 1)
             raw = end.inline is not None or not end.extents
         if raw:
-            return await self._one_shot(lambda t: t.setattr(target, size=size))
+            return await self._one_shot(lambda t: t.setattr(target, size=size, **more)), True
         editor = await self.open(attr.ino, "r+b")
         assert isinstance(editor, FileEditor)
         try:
             editor.truncate(size)
-            return await editor.close()
+            return await editor.close(), False
         except BaseException:
             await editor.abort()
             raise

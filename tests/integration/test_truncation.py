@@ -46,3 +46,17 @@ async def test_a_copied_range_extended_reads_zeros(dfs: Client, data_cluster: Da
     assert await dfs.read_file("/part") == data[bs : 2 * bs + 100]
     await dfs.setattr("/part", size=2 * bs)
     assert await dfs.read_file("/part") == data[bs : 2 * bs + 100] + bytes(bs - 100)
+
+
+async def test_a_size_with_other_attributes_is_one_commit(
+    dfs: Client, data_cluster: DataCluster
+) -> None:
+    bs = data_cluster.blocksize
+    await dfs.write_file("/g", os.urandom(2 * bs))
+    before = await dfs.request_counts()
+    attr = await dfs.setattr("/g", size=bs, mode=0o600)  # a cut: no block to rewrite
+    after = await dfs.request_counts()
+    assert (attr.size, attr.mode) == (bs, 0o600)
+    assert after["commit"] - before["commit"] == 1
+    attr = await dfs.setattr("/g", size=bs + 100, mode=0o640)  # past an end on a block
+    assert (attr.size, attr.mode) == (bs + 100, 0o640)
