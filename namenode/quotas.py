@@ -187,19 +187,17 @@ class Quotas:
         limit = self._limits[ino]
         used = self.usage.of(ino) or Usage(0, 1, 0, 0, 0, 0, 0, 0)
         queued = self._charged.get(ino, (0, 0))
-        if limit.entries is not None and entries > 0:
-            total = used.entries + queued[0] + entries
-            if total > limit.entries:
-                self.refused += 1
-                raise QuotaExceededError(
-                    f"the quota of directory inode {ino} allows {limit.entries} entries; "
-                    f"this change would make {total}"
-                )
-        if limit.space is not None and space > 0:
-            total = used.space + queued[1] + space
-            if total > limit.space:
-                self.refused += 1
-                raise QuotaExceededError(
-                    f"the quota of directory inode {ino} allows {limit.space} bytes of "
-                    f"space (with replication); this change would make {total}"
-                )
+        self._hold(ino, "entries", limit.entries, used.entries + queued[0], entries)
+        self._hold(
+            ino, "bytes of space (with replication)", limit.space, used.space + queued[1], space
+        )
+
+    def _hold(self, ino: int, what: str, most: int | None, taken: int, more: int) -> None:
+        """QuotaExceededError if adding `more` to `taken` passes `most` (None: no limit)."""
+        if most is None or more <= 0 or taken + more <= most:
+            return
+        self.refused += 1
+        raise QuotaExceededError(
+            f"the quota of directory inode {ino} allows {most} {what}; "
+            f"this change would make {taken + more}"
+        )

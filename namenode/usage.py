@@ -260,10 +260,6 @@ class DirectoryUsage:
             node = made[node] if made and node in made else parents.get(node)
         return chain
 
-    def parent_of(self, ino: int) -> int | None:
-        """The directory holding directory `ino`, as of the last publish."""
-        return self._parents.get(ino)
-
     # --- commits ----------------------------------------------------------------
 
     async def prepare_commit(self, cs: ChangeSet) -> None:
