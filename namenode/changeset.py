@@ -57,6 +57,8 @@ class ChangeSet:
     usage: list[tuple] = field(default_factory=list)
     # What it was charged against directory quotas while queued (namenode/quotas.py).
     quota_charges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # Its part of its group commit's time in PostgreSQL (fair use charges it).
+    database_seconds: float = 0.0
 
     def is_empty(self) -> bool:
         """True when committing would change nothing."""

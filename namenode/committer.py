@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -174,6 +175,7 @@ class Committer:
             self._settle_failed(group, exc)
             return
         durable = any(p.durable for p in group)
+        began = time.perf_counter()
         try:
             touched = await self._store.apply(
                 [p.changeset for p in group], lane, term, durable=durable
@@ -196,6 +198,9 @@ class Committer:
             for pending in group:
                 await self._write([pending], lane)
             return
+        share = (time.perf_counter() - began) / len(group)
+        for pending in group:
+            pending.changeset.database_seconds = share
         if not durable:
             self._schedule_flush()
         self._publish(group, touched)

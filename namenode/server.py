@@ -221,6 +221,14 @@ def gauges(running: RunningNamenode) -> dict[str, tuple[str, float]]:
             "Commits refused because a directory's quota would be exceeded",
             parts.quotas.refused,
         ),
+        "pfs_namenode_fair_use_held_seconds_total": (
+            "Seconds users past their share of the namenode were held back",
+            servicer.fair.held_seconds,
+        ),
+        "pfs_namenode_fair_use_refusals_total": (
+            "Transactions and writes refused by a per-user limit",
+            servicer.fair.refusals,
+        ),
     }
 
 

@@ -24,6 +24,7 @@ from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.copy_work import CopyOutcome, HeartbeatReport, HeartbeatWork
 from plasmafs.namenode.datanode_lifecycle import DatanodeLifecycle
 from plasmafs.namenode.datanodes import DatanodeRegistry
+from plasmafs.namenode.fair_use import FairUse
 from plasmafs.namenode.local_callers import CallerRights
 from plasmafs.namenode.metrics import NamenodeMetrics
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
@@ -54,6 +55,12 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
         self.started_ns = time.time_ns()
         self.counters: Counter[str] = Counter()
         self.open_sessions: set[Session] = set()
+        self.fair = FairUse(
+            settings.max_inflight_per_user,
+            settings.max_transactions_per_user,
+            settings.max_writing_per_user,
+            settings.user_share,
+        )
 
     @property
     def sessions(self) -> int:
@@ -94,6 +101,7 @@ class NamenodeServicer(pb_grpc.NamenodeServicer):
             self.metrics,
             who,
             self.rights,
+            self.fair,
         )
         expiry = None
         if who.expires is not None:

@@ -20,6 +20,7 @@ import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from plasmafs.core.attributes import Extent, FileKind
@@ -35,6 +36,7 @@ from plasmafs.namenode import directory_leases, lock_requests, xattr_requests
 from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cluster_status import ClusterStatus
 from plasmafs.namenode.cursor_checks import check_key_cursor, check_walk_cursor
+from plasmafs.namenode.fair_use import FairUse
 from plasmafs.namenode.inode_records import Inode
 from plasmafs.namenode.local_callers import CallerRights
 from plasmafs.namenode.metrics import NamenodeMetrics
@@ -70,10 +72,14 @@ class Session:
         metrics: NamenodeMetrics,
         user: Principal,
         rights: CallerRights,
+        fair: FairUse,
     ) -> None:
         self.user = user
+        self.fair = fair
+        self.load = fair.join(user.name)
         self.rights = rights
         self._cut: PlasmaError | None = None
+        self._closed = False
         self.ns = parts.namespace
         self.files = parts.files
         self.attributes = parts.attributes
@@ -136,35 +142,48 @@ class Session:
                 if self._out:
                     batch, self._out = self._out, []
                     await write(pb.ServerFrame(responses=batch))
+                    self.fair.frame(self.load)
                     # A response stays in flight until written: when the client stops
                     # reading, write() waits on HTTP/2 flow control, the bound is reached
                     # and the reader stops taking requests, so the client's writes block.
                     self._inflight -= len(batch)
+                    self.fair.answered(self.load, len(batch))
                     if not self._room.is_set():
                         self._room.set()
         finally:
+            self._closed = True
             reader.cancel()
             for task in list(self._tasks):
                 task.cancel()
             for txn in self.txns.values():
                 self.transactions.abort(txn, "the client connection closed")
+                self.fair.ended(self.load, txn.writing)
             self.txns.clear()
+            # Requests read but not answered: queued for a turn, running, or answered
+            # and not written.
+            self.fair.answered(self.load, self._inflight)
+            self._inflight = 0
+            self.fair.leave(self.load)
             self.leases.end_session(self)
             self.locks.end_session(self)
 
     async def _read(self, frames: AsyncIterator[pb.ClientFrame]) -> None:
         try:
             async for frame in frames:
+                self.fair.frame(self.load)
                 for request in frame.requests:
                     while self._inflight >= self.settings.max_inflight_per_session:
                         self._room.clear()
                         await self._room.wait()
-                    self._dispatch(request)
+                    await self.fair.admit(self.load)
+                    self._inflight += 1
+                    self.fair.start(self.load, partial(self._dispatch, request))
         finally:
             self._out_ready.set()
 
     def _dispatch(self, request: pb.Request) -> None:
-        self._inflight += 1
+        if self._cut is not None or self._closed:
+            return  # queued for a turn while the stream ended: nobody waits for it
         if request.txn == 0:
             self._start(self._handle(request))
             return
@@ -211,7 +230,7 @@ class Session:
             if op is None:
                 raise TransactionError("request without an operation")
             self.counters[op] += 1
-            await self._execute(op, request, response)
+            await self.fair.metered(self.load, self._execute(op, request, response))
         except PlasmaError as exc:
             _fail(response, exc)
         except asyncio.CancelledError:
@@ -255,8 +274,8 @@ class Session:
             txn.failed_ops += 1
             raise
         finally:
-            if op in ("commit", "abort"):
-                self.txns.pop(request.txn, None)
+            if op in ("commit", "abort") and self.txns.pop(request.txn, None) is not None:
+                self.fair.ended(self.load, txn.writing)
 
     def _begin(self, request: pb.Request) -> None:
         if request.txn == 0:
@@ -265,6 +284,7 @@ class Session:
             raise TransactionError(f"transaction {request.txn} is already open")
         if len(self.txns) >= self.settings.max_transactions_per_session:
             raise BusyError(f"too many open transactions on this connection ({len(self.txns)})")
+        self.fair.begin(self.load)
         wait = request.begin.lock_wait_ms / 1000.0
         txn = self.transactions.begin(request.txn, self.peer, wait, self.who)
         self.txns[request.txn] = txn
@@ -288,6 +308,7 @@ async def _commit(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
             f"transaction {t.txn_id} was aborted: {unseen} of its operations failed"
         )
     await s.transactions.commit(t, durable=not r.commit.relaxed)
+    s.fair.charge(s.load, t.cs.database_seconds)
     out.done.SetInParent()
 
 
@@ -487,7 +508,14 @@ async def _report_corrupt(s: Session, t: Txn | None, r: pb.Request, out: pb.Resp
 
 async def _allocate(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.allocate
+    assert t is not None
+    fresh = q.ino not in t.cs.extents_changed
+    if fresh:
+        s.fair.check_writing(s.load)
     inode, grants = await s.files.allocate(t, q.ino, q.file_index, q.count)
+    if fresh and q.ino in t.cs.extents_changed:
+        t.writing += 1
+        s.load.writing += 1
     _block_list(out.block_list, inode, grants)
 
 

@@ -127,6 +127,34 @@ class NamenodeSettings(DaemonSettings):
     )
     max_transactions_per_session: int = Field(default=100_000, ge=1)
     max_inflight_per_session: int = Field(default=8192, ge=1)
+    max_inflight_per_user: int = Field(
+        default=16384,
+        ge=1,
+        description="requests one user may have in flight over all its connections; "
+        "more wait (the namenode stops reading that user's streams)",
+    )
+    max_transactions_per_user: int = Field(
+        default=100_000,
+        ge=1,
+        description="open transactions one user may have over all its connections; "
+        "a begin past it is refused (BusyError)",
+    )
+    max_writing_per_user: int = Field(
+        default=10_000,
+        ge=1,
+        description="files one user may be writing (blocks allocated, not yet committed) "
+        "over all its open transactions; an allocation past it is refused (BusyError)",
+    )
+    user_share: float = Field(
+        default=0.15,
+        gt=0,
+        le=1,
+        description="while a user with few requests in flight (8 or fewer) is active, the "
+        "most of the namenode's time a user with more in flight may take: a flood past it "
+        "is held back (1: users' requests only take turns, nobody is held back). Low by "
+        "default because clients on the namenode's host share its cores; raise it on a "
+        "namenode host of its own",
+    )
     max_readdir_page: int = Field(default=4096, ge=1, le=65536)
     lease_recall_timeout: float = Field(
         default=10.0,

@@ -33,6 +33,7 @@ class Txn:
     abort_reason: str = ""
     conflicted: bool = False
     failed_ops: int = 0  # operations that failed (they changed nothing)
+    writing: int = 0  # files it allocated blocks for (fair use counts them per user)
 
     def check_open(self) -> None:
         """Raise unless operations may still run in this transaction."""

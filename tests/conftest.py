@@ -165,14 +165,15 @@ def inline_cluster(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
 
 
 def data_cluster_processes(
-    dsn: str, tmp_path: Path, inline_limit: int | None
+    dsn: str, tmp_path: Path, inline_limit: int | None, env: dict[str, str] | None = None
 ) -> Iterator[DataCluster]:
     """A namenode and three datanodes (see `data_cluster`); `inline_limit` None keeps
-    the namenode's default."""
+    the namenode's default; `env` adds namenode settings."""
     env = {
         "PFS_NAMENODE_DEFAULT_BLOCKSIZE": str(TEST_BLOCKSIZE),
         "PFS_NAMENODE_DATANODE_DEAD_AFTER": "3",
         "PFS_NAMENODE_HEARTBEAT_MS": "200",
+        **(env or {}),
     }
     if inline_limit is not None:
         env["PFS_NAMENODE_INLINE_LIMIT"] = str(inline_limit)

@@ -1,0 +1,116 @@
+"""FairUse: users' queued requests take turns in arrival order per user, a flooding
+user past its share waits while another is active (and only then), and the
+per-user limits on transactions and files being written are typed refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from plasmafs.core.errors import BusyError
+from plasmafs.namenode.fair_use import BURST_SECONDS, FEW_IN_FLIGHT, FairUse
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+async def _costly(seconds: float) -> None:
+    _busy(seconds)
+
+
+async def test_alone_a_user_runs_at_once_and_past_its_share() -> None:
+    fair = FairUse(1000, 10, 10, share=0.25)
+    load = fair.join("flooder")
+    load.inflight = 100
+    ran: list[int] = []
+    for k in range(50):
+        fair.start(load, lambda k=k: ran.append(k))
+        await fair.metered(load, _costly(BURST_SECONDS / 4))
+    assert ran == list(range(50))  # nobody else: never queued, never held
+    assert fair.held_seconds == 0
+
+
+async def test_a_flooder_past_its_share_waits_and_another_user_goes_first() -> None:
+    fair = FairUse(1000, 10, 10, share=0.25)
+    flooder, other = fair.join("flooder"), fair.join("other")
+    flooder.inflight = FEW_IN_FLIGHT + 1
+    order: list[str] = []
+    fair.start(other, lambda: order.append("other-0"))  # the other user is active
+    await fair.metered(flooder, _costly(2 * BURST_SECONDS))  # the flooder's share is spent
+    for k in range(20):
+        fair.start(flooder, lambda k=k: order.append(f"flood-{k}"))
+    fair.start(other, lambda: order.append("other-1"))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert order == ["other-0", "other-1"]  # the flooder waits, the other does not
+    deadline = time.monotonic() + 5
+    while len(order) < 22 and time.monotonic() < deadline:
+        await asyncio.sleep(0.001)
+    assert order[2:] == [f"flood-{k}" for k in range(20)]  # in order, once credited
+    assert fair.held_seconds > 0
+
+
+async def test_a_user_with_few_requests_in_flight_is_never_held() -> None:
+    fair = FairUse(1000, 10, 10, share=0.25)
+    light, other = fair.join("light"), fair.join("other")
+    light.inflight = FEW_IN_FLIGHT
+    fair.start(other, lambda: None)
+    await fair.metered(light, _costly(2 * BURST_SECONDS))
+    ran: list[int] = []
+    fair.start(light, lambda: ran.append(1))
+    assert ran == [1]
+
+
+async def test_queued_users_take_turns() -> None:
+    fair = FairUse(1000, 10, 10, share=1.0)
+    a, b = fair.join("a"), fair.join("b")
+    order: list[str] = []
+    fair._queued = 1  # as if someone's request were already waiting
+    fair._turns.append(a)
+    a.queued.append(lambda: order.append("a-first"))
+    for k in range(20):
+        fair.start(a, lambda k=k: order.append(f"a{k}"))
+    fair.start(b, lambda: order.append("b0"))
+    deadline = time.monotonic() + 5
+    while len(order) < 22 and time.monotonic() < deadline:
+        await asyncio.sleep(0)
+    assert order.index("b0") < order.index("a19")  # b did not wait for a's backlog
+    assert [x for x in order if x.startswith("a")] == ["a-first"] + [f"a{k}" for k in range(20)]
+
+
+async def test_requests_in_flight_wait_for_room() -> None:
+    fair = FairUse(2, 10, 10, share=1.0)
+    load = fair.join("u")
+    await fair.admit(load)
+    await fair.admit(load)
+    third = asyncio.create_task(fair.admit(load))
+    await asyncio.sleep(0.01)
+    assert not third.done()
+    fair.answered(load, 1)
+    await asyncio.wait_for(third, 1)
+    assert load.inflight == 2
+
+
+def test_transactions_and_writing_files_are_refused_past_the_limits() -> None:
+    fair = FairUse(10, 2, 1, share=1.0)
+    load = fair.join("u")
+    fair.begin(load)
+    fair.begin(load)
+    with pytest.raises(BusyError, match="max_transactions_per_user"):
+        fair.begin(load)
+    load.writing = 1
+    with pytest.raises(BusyError, match="max_writing_per_user"):
+        fair.check_writing(load)
+    fair.ended(load, writing=1)
+    fair.check_writing(load)
+    fair.begin(load)
+    assert fair.refusals == 2
+    other = fair.join("v")
+    fair.begin(other)  # another user has limits of its own
+    fair.leave(other)
+    assert "v" not in fair.users
