@@ -49,8 +49,9 @@ BURST_SECONDS = 0.002
 # How often the cost of a frame besides its handling is measured again, in seconds.
 SAMPLE_SECONDS = 0.1
 
-Start = Callable[[], None]
 T = TypeVar("T")
+# How often whether a flood must keep to its share is decided again, in seconds.
+WATCH_SECONDS = 0.001
 
 
 @dataclass(eq=False)
@@ -62,7 +63,10 @@ class UserLoad:
     inflight: int = 0
     transactions: int = 0
     writing: int = 0
-    queued: deque[Start] = field(default_factory=deque)
+    queued: deque[tuple[Callable[[Any], None], Any]] = field(default_factory=deque)
+    # It floods while a light user is active: its share applies, its time is measured.
+    watched: bool = False
+    watched_at: float = 0.0
     credit: float = BURST_SECONDS  # namenode seconds it may take before waiting
     credited_at: float = 0.0
     last_request: float = 0.0
@@ -87,6 +91,7 @@ class FairUse:
         self.max_writing = max_writing
         self.share = share
         self.users: dict[str, UserLoad] = {}
+        self._light: dict[UserLoad, float] = {}  # users with few in flight: last request
         self._turns: deque[UserLoad] = deque()  # users with queued requests
         self._queued = 0
         self._pump: asyncio.Task[None] | None = None
@@ -113,12 +118,25 @@ class FairUse:
         """One connection of `load`'s user ended (its requests are answered or cancelled,
         its transactions ended)."""
         load.sessions -= 1
-        if load.sessions == 0 and not load.queued and self.users.get(load.name) is load:
+        if load.sessions == 0 and not load.queued:
+            self._forget(load)
+
+    def _forget(self, load: UserLoad) -> None:
+        if self.users.get(load.name) is load:
             del self.users[load.name]
+        self._light.pop(load, None)
 
     # --- requests --------------------------------------------------------------------------
 
-    async def admit(self, load: UserLoad) -> None:
+    def admitted(self, load: UserLoad) -> bool:
+        """Count one more request of `load`'s user in flight, if it may have one more
+        now (else call `room`)."""
+        if load.inflight >= self.max_inflight:
+            return False
+        load.inflight += 1
+        return True
+
+    async def room(self, load: UserLoad) -> None:
         """Wait until `load`'s user may have one more request in flight, and count it."""
         while load.inflight >= self.max_inflight:
             load.room.clear()
@@ -131,51 +149,56 @@ class FairUse:
         if load.inflight < self.max_inflight and not load.room.is_set():
             load.room.set()
 
-    def start(self, load: UserLoad, start: Start) -> None:
-        """Start one request of `load`'s user now, or queue it for the user's turn."""
+    def start(self, load: UserLoad, start: Callable[[T], None], request: T) -> None:
+        """Start one request of `load`'s user (`start(request)`) now, or queue it for
+        the user's turn."""
         now = time.perf_counter()
         load.last_request = now
+        if load.inflight <= FEW_IN_FLIGHT:
+            self._light[load] = now
+            load.watched = False
+        elif now - load.watched_at > WATCH_SECONDS:
+            load.watched = self._light_user_active(load, now)
+            load.watched_at = now
         # Only a user with nothing queued may go first (its requests keep their order),
-        # and only when nobody waits for a turn, or everyone who does is held back.
-        if not load.queued and (not self._queued or self._holding) and self._may_run(load, now):
-            start()
+        # and only when nobody waits for a turn, everyone who does is held back, or it
+        # is a light user (few requests: they go before any flood's backlog).
+        first = not self._queued or self._holding or load.inflight <= FEW_IN_FLIGHT
+        if not load.queued and first and self._may_run(load, now):
+            start(request)
             return
         if not load.queued:
             self._turns.append(load)
-        load.queued.append(start)
+        load.queued.append((start, request))
         self._queued += 1
         if self._pump is None or self._pump.done():
             self._pump = asyncio.get_running_loop().create_task(self._take_turns())
 
     def _may_run(self, load: UserLoad, now: float) -> bool:
         """True unless `load`'s user floods past its share while a light user is active."""
-        if self.share >= 1.0:
+        if not load.watched or self.share >= 1.0:
+            load.credit, load.credited_at = BURST_SECONDS, now  # no share to keep to
             return True
         load.credit = min(BURST_SECONDS, load.credit + (now - load.credited_at) * self.share)
         load.credited_at = now
-        if load.credit > 0 or load.inflight <= FEW_IN_FLIGHT:
-            return True
-        if self._light_user_active(load, now):
-            return False
-        load.credit = BURST_SECONDS  # alone or among floods: no share to keep to
-        return True
+        return load.credit > 0
 
     def _light_user_active(self, load: UserLoad, now: float) -> bool:
         return any(
-            other is not load
-            and other.inflight <= FEW_IN_FLIGHT
-            and now - other.last_request < ACTIVE_SECONDS
-            for other in self.users.values()
+            other is not load and other.inflight <= FEW_IN_FLIGHT and now - at < ACTIVE_SECONDS
+            for other, at in self._light.items()
         )
 
     def charge(self, load: UserLoad, seconds: float) -> None:
         """Charge `load`'s user for `seconds` of work done for it elsewhere (its part
         of a group commit in PostgreSQL)."""
-        load.credit -= seconds
+        if load.watched:
+            load.credit -= seconds
 
     def frame(self, load: UserLoad) -> None:
         """Charge `load`'s user for one frame of its connection read or written."""
-        load.credit -= self.overhead
+        if load.watched:
+            load.credit -= self.overhead
         self._frames += 1
         now = time.perf_counter()
         if now - self._sampled_at > SAMPLE_SECONDS:
@@ -184,16 +207,16 @@ class FairUse:
     def _sample(self, now: float) -> None:
         """Measure again what a frame costs besides the handling of its requests."""
         cpu = time.process_time()
-        if self._frames and len(self.users) > 1:  # alone, handling is not metered
+        if self._frames and any(u.watched for u in self.users.values()):  # handling metered
             besides = max(0.0, cpu - self._cpu_at - self._handling) / self._frames
             self.overhead = besides if not self.overhead else (self.overhead + besides) / 2
         self._cpu_at, self._sampled_at = cpu, now
         self._handling, self._frames = 0.0, 0
 
     def metered(self, load: UserLoad, work: Coroutine[Any, Any, T]) -> Awaitable[T]:
-        """`work` (a request's handling), each of its steps charged to `load`'s user;
-        while `load`'s user is the only one connected, `work` itself (nothing to share)."""
-        if len(self.users) < 2:
+        """`work` (a request's handling), each of its steps charged to `load`'s user
+        while it must keep to its share; else `work` itself."""
+        if not load.watched:
             return work
         return _Metered(work, load, self)
 
@@ -210,11 +233,12 @@ class FairUse:
                     continue
                 for _ in range(min(QUANTUM, len(load.queued))):
                     self._queued -= 1
-                    load.queued.popleft()()
+                    start, request = load.queued.popleft()
+                    start(request)
                 if load.queued:
                     self._turns.append(load)
-                elif load.sessions == 0 and self.users.get(load.name) is load:
-                    del self.users[load.name]  # its last connection ended meanwhile
+                elif load.sessions == 0:
+                    self._forget(load)  # its last connection ended meanwhile
             self._turns.extend(held)
             if held and len(held) == len(self._turns):
                 # Everyone waiting is past its share: sleep until the first has credit.

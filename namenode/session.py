@@ -20,7 +20,6 @@ import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextvars import ContextVar
-from functools import partial
 from typing import Any
 
 from plasmafs.core.attributes import Extent, FileKind
@@ -168,16 +167,18 @@ class Session:
             self.locks.end_session(self)
 
     async def _read(self, frames: AsyncIterator[pb.ClientFrame]) -> None:
+        fair, load, dispatch = self.fair, self.load, self._dispatch
         try:
             async for frame in frames:
-                self.fair.frame(self.load)
+                fair.frame(load)
                 for request in frame.requests:
                     while self._inflight >= self.settings.max_inflight_per_session:
                         self._room.clear()
                         await self._room.wait()
-                    await self.fair.admit(self.load)
+                    if not fair.admitted(load):
+                        await fair.room(load)
                     self._inflight += 1
-                    self.fair.start(self.load, partial(self._dispatch, request))
+                    fair.start(load, dispatch, request)
         finally:
             self._out_ready.set()
 

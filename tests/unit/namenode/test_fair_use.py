@@ -29,7 +29,7 @@ async def test_alone_a_user_runs_at_once_and_past_its_share() -> None:
     load.inflight = 100
     ran: list[int] = []
     for k in range(50):
-        fair.start(load, lambda k=k: ran.append(k))
+        fair.start(load, ran.append, k)
         await fair.metered(load, _costly(BURST_SECONDS / 4))
     assert ran == list(range(50))  # nobody else: never queued, never held
     assert fair.held_seconds == 0
@@ -40,18 +40,19 @@ async def test_a_flooder_past_its_share_waits_and_another_user_goes_first() -> N
     flooder, other = fair.join("flooder"), fair.join("other")
     flooder.inflight = FEW_IN_FLIGHT + 1
     order: list[str] = []
-    fair.start(other, lambda: order.append("other-0"))  # the other user is active
-    await fair.metered(flooder, _costly(2 * BURST_SECONDS))  # the flooder's share is spent
-    for k in range(20):
-        fair.start(flooder, lambda k=k: order.append(f"flood-{k}"))
-    fair.start(other, lambda: order.append("other-1"))
+    fair.start(other, order.append, "other-0")  # the other user is active
+    fair.start(flooder, order.append, "flood-0")  # its share applies from now on
+    await fair.metered(flooder, _costly(2 * BURST_SECONDS))  # and is spent
+    for k in range(1, 21):
+        fair.start(flooder, order.append, f"flood-{k}")
+    fair.start(other, order.append, "other-1")
     for _ in range(3):
         await asyncio.sleep(0)
-    assert order == ["other-0", "other-1"]  # the flooder waits, the other does not
+    assert order == ["other-0", "flood-0", "other-1"]  # the flooder waits, the other not
     deadline = time.monotonic() + 5
-    while len(order) < 22 and time.monotonic() < deadline:
+    while len(order) < 23 and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
-    assert order[2:] == [f"flood-{k}" for k in range(20)]  # in order, once credited
+    assert order[3:] == [f"flood-{k}" for k in range(1, 21)]  # in order, once credited
     assert fair.held_seconds > 0
 
 
@@ -59,10 +60,10 @@ async def test_a_user_with_few_requests_in_flight_is_never_held() -> None:
     fair = FairUse(1000, 10, 10, share=0.25)
     light, other = fair.join("light"), fair.join("other")
     light.inflight = FEW_IN_FLIGHT
-    fair.start(other, lambda: None)
+    fair.start(other, print, "")
     await fair.metered(light, _costly(2 * BURST_SECONDS))
     ran: list[int] = []
-    fair.start(light, lambda: ran.append(1))
+    fair.start(light, ran.append, 1)
     assert ran == [1]
 
 
@@ -72,10 +73,10 @@ async def test_queued_users_take_turns() -> None:
     order: list[str] = []
     fair._queued = 1  # as if someone's request were already waiting
     fair._turns.append(a)
-    a.queued.append(lambda: order.append("a-first"))
+    a.queued.append((order.append, "a-first"))
     for k in range(20):
-        fair.start(a, lambda k=k: order.append(f"a{k}"))
-    fair.start(b, lambda: order.append("b0"))
+        fair.start(a, order.append, f"a{k}")
+    fair.start(b, order.append, "b0")
     deadline = time.monotonic() + 5
     while len(order) < 22 and time.monotonic() < deadline:
         await asyncio.sleep(0)
@@ -86,9 +87,9 @@ async def test_queued_users_take_turns() -> None:
 async def test_requests_in_flight_wait_for_room() -> None:
     fair = FairUse(2, 10, 10, share=1.0)
     load = fair.join("u")
-    await fair.admit(load)
-    await fair.admit(load)
-    third = asyncio.create_task(fair.admit(load))
+    assert fair.admitted(load) and fair.admitted(load)
+    assert not fair.admitted(load)
+    third = asyncio.create_task(fair.room(load))
     await asyncio.sleep(0.01)
     assert not third.done()
     fair.answered(load, 1)
