@@ -1,8 +1,9 @@
 """Fair use: how much one user flooding the namenode cuts another user's lookups.
 
-    python -m loadtests.fair_bench [--seconds 4] [--rounds 3] [--update BENCHMARKS.md]
+    python -m loadtests.fair_bench [--seconds 4] [--rounds 3] [--user-share S]
+                                   [--update BENCHMARKS.md]
 
-On one throw-away cluster (PostgreSQL, a namenode, TLS on, no datanode), two users
+On a throw-away cluster (PostgreSQL, a namenode, TLS on, no datanode), two users
 who are not the superuser, each in a process of its own (as two applications on two
 hosts would be, here sharing the machine's cores with the namenode and PostgreSQL):
 
@@ -14,6 +15,8 @@ hosts would be, here sharing the machine's cores with the namenode and PostgreSQ
 Each round measures the victim alone, then beside each flood; the figures are the
 medians of the victim's lookups per second with a flood as a ratio to alone (target:
 >= 0.8x), with the flooder's own rate beside them (it is held back, not refused).
+All of it runs twice: with the namenode's fair use, then on a fresh cluster whose
+users only take turns (user_share 1), the baseline of what holding floods back gives.
 Prints the table and one JSON line.
 """
 
@@ -156,48 +159,60 @@ def measure(
     return figures
 
 
-def run(seconds: float, rounds: int, namenode_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Every figure, on one cluster."""
-    samples: dict[str, list[float]] = {}
-    with bench_cluster(datanodes=0, namenode_env=namenode_env) as cluster:
-        address = cluster.namenode_address
-        tokens = asyncio.run(_users(address))
-        for _ in range(rounds):
-            for depth in (1, 8):
-                for shape in SHAPES:
-                    got = measure(address, tokens, shape, depth, seconds)
-                    for what, value in got.items():
-                        samples.setdefault(f"{what}_{shape}_{depth}", []).append(value)
+def run(seconds: float, rounds: int, user_share: float | None = None) -> dict[str, Any]:
+    """Every figure: on a cluster with the namenode's fair use (its default share, or
+    `user_share`), then on one whose users only take turns (user_share 1)."""
     figures: dict[str, Any] = {"seconds": seconds, "rounds": rounds}
-    figures.update({k: round(statistics.median(v)) for k, v in samples.items()})
-    for depth in (1, 8):
-        alone = figures[f"victim_alone_{depth}"]
-        for shape in SHAPES[1:]:
-            figures[f"ratio_{shape}_{depth}"] = round(figures[f"victim_{shape}_{depth}"] / alone, 3)
+    for mode, share in (("fair", user_share), ("turns", 1.0)):
+        env = {"PFS_NAMENODE_USER_SHARE": str(share)} if share is not None else None
+        samples: dict[str, list[float]] = {}
+        with bench_cluster(datanodes=0, namenode_env=env) as cluster:
+            address = cluster.namenode_address
+            tokens = asyncio.run(_users(address))
+            for _ in range(rounds):
+                for depth in (1, 8):
+                    for shape in SHAPES:
+                        got = measure(address, tokens, shape, depth, seconds)
+                        for what, value in got.items():
+                            samples.setdefault(f"{mode}_{what}_{shape}_{depth}", []).append(value)
+        figures.update({k: round(statistics.median(v)) for k, v in samples.items()})
+        for depth in (1, 8):
+            alone = figures[f"{mode}_victim_alone_{depth}"]
+            for shape in SHAPES[1:]:
+                victim = figures[f"{mode}_victim_{shape}_{depth}"]
+                figures[f"{mode}_ratio_{shape}_{depth}"] = round(victim / alone, 3)
+    figures["user_share"] = user_share
     return figures
 
 
 def report(f: dict[str, Any]) -> str:
     """The BENCHMARKS.md section."""
+    share = f"--user-share {f['user_share']:g} " if f["user_share"] is not None else ""
     lines = [
         "## Fair use: one user flooding, another looking up (`loadtests/fair_bench.py`)",
         "",
-        f"Command: `python -m loadtests.fair_bench --seconds {f['seconds']:g} --rounds "
-        f"{f['rounds']}` — one cluster (PostgreSQL, a namenode, TLS on); the victim and "
-        f"the flooder are two users, each a process of its own. The flooder keeps "
-        f"{FLOOD_CONNECTIONS} connections x {FLOOD_DEPTH} requests in flight; the victim "
-        "looks up its files by path. Medians of the rounds.",
+        f"Command: `python -m loadtests.fair_bench {share}--seconds {f['seconds']:g} "
+        f"--rounds {f['rounds']}` — a cluster (PostgreSQL, a namenode, TLS on) with the "
+        "namenode's fair use, then one whose users' requests only take turns (user_share "
+        "1: nobody held back); each ratio is to the victim alone on the same cluster. The "
+        "victim and the flooder are two users, each a process of its own sharing the 2 "
+        f"cores with the namenode and PostgreSQL. The flooder keeps {FLOOD_CONNECTIONS} "
+        f"connections x {FLOOD_DEPTH} requests in flight; the victim looks up its files "
+        "by path. Medians of the rounds.",
         "",
-        "| victim in flight | flood | victim lookups/s | alone, same run | ratio | "
-        "flooder requests/s | target |",
-        "|---:|---|---:|---:|---:|---:|---|",
+        "| victim in flight | flood | victim lookups/s | alone | ratio | flooder requests/s "
+        "| turns only: ratio | flooder requests/s | target |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for depth in (1, 8):
         for shape in SHAPES[1:]:
             lines.append(
-                f"| {depth} | {shape} | {f[f'victim_{shape}_{depth}']:,} | "
-                f"{f[f'victim_alone_{depth}']:,} | **{f[f'ratio_{shape}_{depth}']:.2f}x** | "
-                f"{f[f'flood_{shape}_{depth}']:,} | >= 0.8x |"
+                f"| {depth} | {shape} | {f[f'fair_victim_{shape}_{depth}']:,} | "
+                f"{f[f'fair_victim_alone_{depth}']:,} | "
+                f"**{f[f'fair_ratio_{shape}_{depth}']:.2f}x** | "
+                f"{f[f'fair_flood_{shape}_{depth}']:,} | "
+                f"{f[f'turns_ratio_{shape}_{depth}']:.2f}x | "
+                f"{f[f'turns_flood_{shape}_{depth}']:,} | >= 0.8x |"
             )
     return "\n".join(lines)
 
@@ -219,8 +234,7 @@ def main() -> None:
     if args.worker:
         _worker_main(args)
         return
-    env = {"PFS_NAMENODE_USER_SHARE": str(args.user_share)} if args.user_share else None
-    figures = run(args.seconds, args.rounds, env)
+    figures = run(args.seconds, args.rounds, args.user_share)
     text = report(figures)
     print(text)
     print(json.dumps(figures))

@@ -146,7 +146,7 @@ class NamenodeSettings(DaemonSettings):
         "over all its open transactions; an allocation past it is refused (BusyError)",
     )
     user_share: float = Field(
-        default=0.15,
+        default=0.1,
         gt=0,
         le=1,
         description="while a user with few requests in flight (8 or fewer) is active, the "

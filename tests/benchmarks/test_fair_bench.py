@@ -30,9 +30,10 @@ def test_fair_bench_measures_every_row_and_reports_it(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    for depth in (1, 8):
-        assert figures[f"victim_alone_{depth}"] > 0
-        for shape in ("lookups", "creates"):
-            assert figures[f"victim_{shape}_{depth}"] > 0  # served during the flood
-            assert figures[f"flood_{shape}_{depth}"] > 0  # held back, not refused
+    for mode in ("fair", "turns"):
+        for depth in (1, 8):
+            assert figures[f"{mode}_victim_alone_{depth}"] > 0
+            for shape in ("lookups", "creates"):
+                assert figures[f"{mode}_victim_{shape}_{depth}"] > 0  # served during the flood
+                assert figures[f"{mode}_flood_{shape}_{depth}"] > 0  # held back, not refused
     assert "| 1 | lookups |" in benchmarks.read_text()
