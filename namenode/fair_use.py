@@ -10,9 +10,10 @@ are refused: BusyError).
 Requests start in turns between users: when requests of several users are waiting,
 each user in turn starts a few, so one user's backlog does not sit in front of
 another's request. And while a user with few requests in flight (at most
-FEW_IN_FLIGHT: a program making one request after another, a few threads) is active, a
-user flooding the namenode (more in flight) may take at most `user_share` of the
-namenode's time: past it, its requests stay queued until its share has grown back, so
+FEW_IN_FLIGHT: a program making one request after another, a few threads) is active
+(a request in the last ACTIVE_SECONDS), a user flooding the namenode (more in flight)
+may take at most `user_share` of the namenode's time: past it, its requests stay
+queued until its share has grown back, so
 a flood is held back rather than only ordered, and leaves the machine room for the
 others (its client, waiting for answers, uses less too). A user with few requests in
 flight is never held back; floods among themselves only take turns, and alone a user
@@ -39,8 +40,8 @@ from plasmafs.core.errors import BusyError
 
 # Requests one user starts in a turn before the next user's turn.
 QUANTUM = 8
-# A user with a request in this many seconds is active.
-ACTIVE_SECONDS = 0.25
+# A user with a request in this many seconds is active (a program between two requests).
+ACTIVE_SECONDS = 0.02
 # A user with at most this many requests in flight is never held back, and floods are
 # held back while such a user is active.
 FEW_IN_FLIGHT = 8

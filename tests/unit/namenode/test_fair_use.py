@@ -10,7 +10,13 @@ import time
 import pytest
 
 from plasmafs.core.errors import BusyError
-from plasmafs.namenode.fair_use import BURST_SECONDS, FEW_IN_FLIGHT, FairUse
+from plasmafs.namenode.fair_use import (
+    ACTIVE_SECONDS,
+    BURST_SECONDS,
+    FEW_IN_FLIGHT,
+    WATCH_SECONDS,
+    FairUse,
+)
 
 
 def _busy(seconds: float) -> None:
@@ -115,3 +121,18 @@ def test_transactions_and_writing_files_are_refused_past_the_limits() -> None:
     fair.begin(other)  # another user has limits of its own
     fair.leave(other)
     assert "v" not in fair.users
+
+
+async def test_a_light_user_who_pauses_no_longer_holds_a_flood_back() -> None:
+    """Only a light user making requests now (within ACTIVE_SECONDS) holds floods back:
+    a script checking on something once a second costs a busy user nothing between."""
+    fair = FairUse(1000, 10, 10, share=0.1)
+    flooder, pinger = fair.join("flooder"), fair.join("pinger")
+    flooder.inflight = FEW_IN_FLIGHT + 1
+    fair.start(pinger, print, "")
+    await asyncio.sleep(ACTIVE_SECONDS + WATCH_SECONDS)
+    ran: list[int] = []
+    for k in range(20):
+        fair.start(flooder, ran.append, k)
+        await fair.metered(flooder, _costly(BURST_SECONDS))
+    assert ran == list(range(20)) and not flooder.watched
