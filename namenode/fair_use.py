@@ -30,6 +30,8 @@ and for each commit, its part of its group commit's time in PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -51,6 +53,11 @@ BURST_SECONDS = 0.002
 SAMPLE_SECONDS = 0.1
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+# A request waiting for its turn: how to start it, the request, and the context of the
+# connection that read it (a request runs in its own connection's context, whoever
+# starts it).
+Queued = tuple[Callable[[Any], None], Any, contextvars.Context]
 # How often whether a flood must keep to its share is decided again, in seconds.
 WATCH_SECONDS = 0.001
 
@@ -64,7 +71,7 @@ class UserLoad:
     inflight: int = 0
     transactions: int = 0
     writing: int = 0
-    queued: deque[tuple[Callable[[Any], None], Any]] = field(default_factory=deque)
+    queued: deque[Queued] = field(default_factory=deque)
     # It floods while a light user is active: its share applies, its time is measured.
     watched: bool = False
     watched_at: float = 0.0
@@ -93,6 +100,7 @@ class FairUse:
         self.share = share
         self.users: dict[str, UserLoad] = {}
         self._light: dict[UserLoad, float] = {}  # users with few in flight: last request
+        self._metering_until = 0.0  # every user's handling is metered until then
         self._turns: deque[UserLoad] = deque()  # users with queued requests
         self._queued = 0
         self._pump: asyncio.Task[None] | None = None
@@ -115,10 +123,18 @@ class FairUse:
         load.sessions += 1
         return load
 
-    def leave(self, load: UserLoad) -> None:
+    def leave(self, load: UserLoad, starter: object) -> None:
         """One connection of `load`'s user ended (its requests are answered or cancelled,
-        its transactions ended)."""
+        its transactions ended); its requests still waiting for a turn (those started
+        by methods of `starter`) are dropped."""
         load.sessions -= 1
+        kept = deque(
+            item for item in load.queued if getattr(item[0], "__self__", None) is not starter
+        )
+        self._queued -= len(load.queued) - len(kept)
+        load.queued = kept
+        if not kept and load in self._turns:
+            self._turns.remove(load)
         if load.sessions == 0 and not load.queued:
             self._forget(load)
 
@@ -159,8 +175,7 @@ class FairUse:
             self._light[load] = now
             load.watched = False
         elif now - load.watched_at > WATCH_SECONDS:
-            load.watched = self._light_user_active(load, now)
-            load.watched_at = now
+            self._watch(load, now)
         # Only a user with nothing queued may go first (its requests keep their order),
         # and only when nobody waits for a turn, everyone who does is held back, or it
         # is a light user (few requests: they go before any flood's backlog).
@@ -170,10 +185,20 @@ class FairUse:
             return
         if not load.queued:
             self._turns.append(load)
-        load.queued.append((start, request))
+        load.queued.append((start, request, contextvars.copy_context()))
         self._queued += 1
         if self._pump is None or self._pump.done():
             self._pump = asyncio.get_running_loop().create_task(self._take_turns())
+            self._pump.add_done_callback(_log_failure)
+
+    def _watch(self, load: UserLoad, now: float) -> None:
+        """Decide again whether `load`'s user (a flood) must keep to its share."""
+        watched = self._light_user_active(load, now)
+        if watched and not load.watched:
+            load.credit, load.credited_at = BURST_SECONDS, now  # its share starts now
+        if watched:
+            self._metering_until = now + ACTIVE_SECONDS
+        load.watched, load.watched_at = watched, now
 
     def _may_run(self, load: UserLoad, now: float) -> bool:
         """True unless `load`'s user floods past its share while a light user is active."""
@@ -216,8 +241,9 @@ class FairUse:
 
     def metered(self, load: UserLoad, work: Coroutine[Any, Any, T]) -> Awaitable[T]:
         """`work` (a request's handling), each of its steps charged to `load`'s user
-        while it must keep to its share; else `work` itself."""
-        if not load.watched:
+        while some user must keep to its share (everyone's handling is measured then,
+        so that what is not handling is known); else `work` itself."""
+        if not load.watched and time.perf_counter() > self._metering_until:
             return work
         return _Metered(work, load, self)
 
@@ -229,21 +255,30 @@ class FairUse:
             held: list[UserLoad] = []
             for _ in range(len(self._turns)):
                 load = self._turns.popleft()
+                if load.watched and now - load.watched_at > WATCH_SECONDS:
+                    self._watch(load, now)  # the light users may have gone meanwhile
                 if not self._may_run(load, now):
                     held.append(load)
                     continue
-                for _ in range(min(QUANTUM, len(load.queued))):
-                    self._queued -= 1
-                    start, request = load.queued.popleft()
-                    start(request)
-                if load.queued:
-                    self._turns.append(load)
-                elif load.sessions == 0:
-                    self._forget(load)  # its last connection ended meanwhile
+                try:
+                    for _ in range(min(QUANTUM, len(load.queued))):
+                        self._queued -= 1
+                        start, request, context = load.queued.popleft()
+                        try:
+                            context.run(start, request)
+                        except Exception:  # one request's failure must not stop the turns
+                            log.exception("starting a request failed")
+                finally:
+                    if load.queued:
+                        self._turns.append(load)
+                    elif load.sessions == 0:
+                        self._forget(load)  # its last connection ended meanwhile
             self._turns.extend(held)
             if held and len(held) == len(self._turns):
-                # Everyone waiting is past its share: sleep until the first has credit.
-                pause = max(min(-h.credit for h in held) / self.share, 0.0001)
+                # Everyone waiting is past its share: sleep until the first has credit,
+                # or until whether it must keep to it is decided again.
+                pause = min(-h.credit for h in held) / self.share
+                pause = min(max(pause, 0.0001), ACTIVE_SECONDS)
                 self.held_seconds += pause
                 self._holding = True
                 try:
@@ -321,3 +356,8 @@ class _Metered(Awaitable[T]):
     def _charge(self, seconds: float) -> None:
         self._load.credit -= seconds
         self._fair._handling += seconds
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("fair use turns stopped", exc_info=task.exception())

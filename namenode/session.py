@@ -162,7 +162,7 @@ class Session:
             # and not written.
             self.fair.answered(self.load, self._inflight)
             self._inflight = 0
-            self.fair.leave(self.load)
+            self.fair.leave(self.load, self)
             self.leases.end_session(self)
             self.locks.end_session(self)
 

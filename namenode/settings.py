@@ -128,7 +128,7 @@ class NamenodeSettings(DaemonSettings):
     max_transactions_per_session: int = Field(default=100_000, ge=1)
     max_inflight_per_session: int = Field(default=8192, ge=1)
     max_inflight_per_user: int = Field(
-        default=16384,
+        default=65536,
         ge=1,
         description="requests one user may have in flight over all its connections; "
         "more wait (the namenode stops reading that user's streams)",

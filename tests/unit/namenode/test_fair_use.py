@@ -5,6 +5,7 @@ per-user limits on transactions and files being written are typed refusals."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from plasmafs.namenode.fair_use import (
     FEW_IN_FLIGHT,
     WATCH_SECONDS,
     FairUse,
+    UserLoad,
 )
 
 
@@ -79,7 +81,7 @@ async def test_queued_users_take_turns() -> None:
     order: list[str] = []
     fair._queued = 1  # as if someone's request were already waiting
     fair._turns.append(a)
-    a.queued.append((order.append, "a-first"))
+    a.queued.append((order.append, "a-first", contextvars.copy_context()))
     for k in range(20):
         fair.start(a, order.append, f"a{k}")
     fair.start(b, order.append, "b0")
@@ -119,7 +121,7 @@ def test_transactions_and_writing_files_are_refused_past_the_limits() -> None:
     assert fair.refusals == 2
     other = fair.join("v")
     fair.begin(other)  # another user has limits of its own
-    fair.leave(other)
+    fair.leave(other, None)
     assert "v" not in fair.users
 
 
@@ -136,3 +138,62 @@ async def test_a_light_user_who_pauses_no_longer_holds_a_flood_back() -> None:
         fair.start(flooder, ran.append, k)
         await fair.metered(flooder, _costly(BURST_SECONDS))
     assert ran == list(range(20)) and not flooder.watched
+
+
+async def test_queued_requests_start_in_their_own_context_and_a_failure_stops_nothing() -> None:
+    """The pump starts requests of many connections: each runs in the context of the
+    connection that read it, and one that raises does not stop the others."""
+    whose: contextvars.ContextVar[str] = contextvars.ContextVar("whose", default="pump")
+    fair = FairUse(1000, 10, 10, share=1.0)
+    a, b = fair.join("a"), fair.join("b")
+    seen: list[tuple[str, str]] = []
+
+    def record(name: str) -> None:
+        if name == "a1":
+            raise RuntimeError("a bug in one request")
+        seen.append((name, whose.get()))
+
+    fair._queued = 1  # as if someone's request were already waiting: everything queues
+    fair._turns.append(a)
+    a.queued.append((record, "a0", contextvars.copy_context()))
+
+    def read(load: UserLoad, who: str, names: list[str]) -> None:
+        whose.set(who)
+        for name in names:
+            fair.start(load, record, name)
+
+    contextvars.copy_context().run(read, a, "conn-a", ["a1", "a2"])
+    contextvars.copy_context().run(read, b, "conn-b", ["b0"])
+    deadline = time.monotonic() + 5
+    while len(seen) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0)
+    assert sorted(seen) == [("a0", "pump"), ("a2", "conn-a"), ("b0", "conn-b")]
+    assert fair._queued == 0
+
+
+async def test_a_closed_connection_s_waiting_requests_are_dropped() -> None:
+    fair = FairUse(1000, 10, 10, share=1.0)
+    load = fair.join("u")
+    load.sessions += 1  # two connections
+    load.inflight = FEW_IN_FLIGHT + 1  # not a light user: its requests wait for turns
+
+    class Connection:
+        def __init__(self) -> None:
+            self.started: list[int] = []
+
+        def start(self, k: int) -> None:
+            self.started.append(k)
+
+    gone, staying = Connection(), Connection()
+    fair._queued = 1
+    fair._turns.append(fair.join("other"))
+    fair.users["other"].queued.append((print, "", contextvars.copy_context()))
+    for k in range(3):
+        fair.start(load, gone.start, k)
+        fair.start(load, staying.start, k)
+    fair.leave(load, gone)
+    deadline = time.monotonic() + 5
+    while len(staying.started) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0)
+    assert (gone.started, staying.started) == ([], [0, 1, 2])
+    assert fair._queued == 0
