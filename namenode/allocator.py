@@ -113,6 +113,9 @@ class Allocator:
         self._capacity: dict[int, int] = {}
         self._quarantine: list[tuple[float, int, int, int]] = []  # (until, dn, start, count)
         self._reserved: dict[int, int] = {}
+        # Blocks of commits whose outcome is unknown: used if PostgreSQL has the commit,
+        # else leaked; neither free nor reserved until the next load.
+        self._in_doubt: dict[int, int] = {}
         self._location: dict[int, str] = {}
         self._turn = 0
 
@@ -149,6 +152,7 @@ class Allocator:
         self._location.pop(datanode, None)
         self._capacity.pop(datanode, None)
         self._reserved.pop(datanode, None)
+        self._in_doubt.pop(datanode, None)
         self._quarantine = [q for q in self._quarantine if q[1] != datanode]
 
     def knows(self, datanode: int) -> bool:
@@ -186,6 +190,20 @@ class Allocator:
     def reserved_blocks(self, datanode: int) -> int:
         """Blocks reserved on a datanode and neither committed nor given back."""
         return self._reserved.get(datanode, 0)
+
+    def keep_in_doubt(self, datanode: int, count: int, *, reserved: bool) -> None:
+        """`count` blocks of a commit whose outcome is unknown stay from use (they are
+        not free, and, if `reserved`, no longer counted reserved) until the allocator is
+        loaded again from PostgreSQL."""
+        if datanode not in self._free:
+            return
+        if reserved:
+            self._reserved[datanode] -= count
+        self._in_doubt[datanode] = self._in_doubt.get(datanode, 0) + count
+
+    def in_doubt_blocks(self, datanode: int) -> int:
+        """Blocks kept from use because a commit's outcome is unknown."""
+        return self._in_doubt.get(datanode, 0)
 
     def held_blocks(self, datanodes: list[int] | None = None) -> int:
         """Released blocks held back until read tickets for them expire (of the given,

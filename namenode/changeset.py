@@ -59,6 +59,8 @@ class ChangeSet:
     quota_charges: dict[int, tuple[int, int]] = field(default_factory=dict)
     # Its part of its group commit's time in PostgreSQL (fair use charges it).
     database_seconds: float = 0.0
+    # Its group commit failed in a way that leaves unknown whether PostgreSQL has it.
+    outcome_unknown: bool = False
 
     def is_empty(self) -> bool:
         """True when committing would change nothing."""

@@ -159,6 +159,7 @@ class Committer:
                 await self._write(group, lane)
             except Exception as exc:  # a bug after the write must not stop the lane
                 log.exception("group commit of %d failed after the write", len(group))
+                _outcome_unknown(group)
                 self._cache.invalidate_all()
                 self._unknown(f"a group commit failed after its write: {exc}")
                 self._settle_failed(group, StorageError(f"commit outcome unknown: {exc}"))
@@ -252,6 +253,7 @@ class Committer:
         if isinstance(exc, OutcomeUnknownError):
             # PostgreSQL may or may not have committed: forget everything cached.
             log.error("commit outcome unknown, connection failed: %s", exc)
+            _outcome_unknown(group)
             self._cache.invalidate_all()
             self._unknown(f"a commit's outcome is unknown: {exc}")
             await self._store.reset_writer(lane)
@@ -272,3 +274,9 @@ class Committer:
         for pending in group:
             if not pending.done.done():
                 pending.done.set_exception(error)
+
+
+def _outcome_unknown(group: list[_Pending]) -> None:
+    """Mark the group's change sets: PostgreSQL may have them or not."""
+    for pending in group:
+        pending.changeset.outcome_unknown = True

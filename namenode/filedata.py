@@ -389,8 +389,19 @@ class FileData:
         self._give_back(cs, committed=True)
 
     def aborted(self, cs: ChangeSet) -> None:
-        """The transaction ended without committing: its reservations are free again."""
-        self._give_back(cs, committed=False)
+        """The transaction ended without committing: its reservations are free again.
+        Unless its commit's outcome is unknown: then PostgreSQL may hold its blocks as
+        the file's, and they stay from use, as the blocks it released do, until the
+        allocator is loaded again (at the next start or takeover)."""
+        if not cs.outcome_unknown:
+            self._give_back(cs, committed=False)
+            return
+        for datanode, start, count in cs.reserved:
+            if start >= 0:
+                self.allocator.keep_in_doubt(datanode, count, reserved=True)
+        for datanode, _, count in (*cs.released, *cs.released_held):
+            self.allocator.keep_in_doubt(datanode, count, reserved=False)
+        cs.reserved.clear()
 
     def _give_back(self, cs: ChangeSet, *, committed: bool) -> None:
         for datanode, start, count in cs.reserved:

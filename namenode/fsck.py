@@ -187,9 +187,10 @@ class Fsck:
             capacity = allocator.capacity_blocks([d])
             free = allocator.free_blocks(d, now)
             reserved = allocator.reserved_blocks(d)
-            held = allocator.quarantined_blocks(d, now)
+            held = allocator.quarantined_blocks(d, now) + allocator.in_doubt_blocks(d)
             # Blocks the allocator keeps from use beyond PostgreSQL's count can only be
-            # releases it holds a little longer than PostgreSQL records.
+            # releases it holds a little longer than PostgreSQL records, and blocks of
+            # commits whose outcome it does not know.
             extra = capacity - free - reserved - used.get(d, 0)
             if extra < 0:
                 errors.append(

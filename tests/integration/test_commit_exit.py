@@ -162,3 +162,46 @@ async def test_one_bad_change_set_does_not_fail_the_others_in_its_group(
     assert [t.state for t in txns] == [TxnState.COMMITTED, TxnState.ABORTED, TxnState.COMMITTED]
     assert namespace.committer.stats.groups - groups_before == 2  # written one by one
     assert len(namespace.locks) == 0
+
+
+def _blocks(extents: list) -> set[tuple[int, int]]:
+    """(datanode, block) of every replica of `extents`."""
+    return {
+        (r.datanode_id, r.block_start + k)
+        for e in extents
+        for r in e.replicas
+        for k in range(e.block_count)
+    }
+
+
+async def test_blocks_of_a_commit_of_unknown_outcome_are_not_handed_out_again(
+    namespace: Opened,
+) -> None:
+    """PostgreSQL has the commit (the failure comes after its write), the namenode does
+    not know: the file's blocks must not go to another file (its data would be
+    overwritten), and fsck's accounting allows what is kept in doubt."""
+
+    def fail(cs: object) -> None:
+        raise RuntimeError("injected bug in an observer of commits")
+
+    files, allocator = namespace.parts.files, namespace.parts.data.allocator
+    (datanode,) = namespace.parts.data.registry.ids()
+    observers = namespace.parts.after_commit
+    observers.insert(0, fail)
+    try:
+        txn = namespace.begin(1)
+        first = await namespace.create(txn, b"/f")
+        _, granted = await files.allocate(txn, first.ino, 0, 8)
+        with pytest.raises(StorageError, match="outcome unknown"):
+            await namespace.commit(txn)
+    finally:
+        observers.remove(fail)
+    assert txn.state is TxnState.ABORTED and len(namespace.locks) == 0
+    assert allocator.free_blocks() == CAPACITY - 8
+    assert (allocator.reserved_blocks(datanode), allocator.in_doubt_blocks(datanode)) == (0, 8)
+    other = namespace.begin(2)
+    second = await namespace.create(other, b"/g")
+    _, rest = await files.allocate(other, second.ino, 0, CAPACITY - 8)
+    await namespace.commit(other)
+    assert not _blocks(granted) & _blocks(rest)
+    assert allocator.free_blocks() == 0
