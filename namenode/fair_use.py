@@ -106,6 +106,7 @@ class FairUse:
         self._pump: asyncio.Task[None] | None = None
         self._holding = False  # every user with queued requests is past its share
         self.held_seconds = 0.0  # time users past their share waited, for metrics
+        self.held_by_user: dict[str, float] = {}  # the same per user (floods are few)
         self.refusals = 0
         self.overhead = 0.0  # CPU seconds a frame costs besides the handling of requests
         self._handling = 0.0  # seconds spent handling since the last sample
@@ -280,6 +281,8 @@ class FairUse:
                 pause = min(-h.credit for h in held) / self.share
                 pause = min(max(pause, 0.0001), ACTIVE_SECONDS)
                 self.held_seconds += pause
+                for load in held:
+                    self.held_by_user[load.name] = self.held_by_user.get(load.name, 0.0) + pause
                 self._holding = True
                 try:
                     await asyncio.sleep(pause)

@@ -70,6 +70,13 @@ class NamenodeMetrics(LoopMetrics):
         """Export the values `read()` returns on each scrape: name -> (help, value)."""
         self.add_values(read)
 
+    def add_labeled_counter(
+        self, name: str, help: str, label: str, read: Callable[[], dict[str, float]]
+    ) -> None:
+        """Export counter `name`, one value per `label` value, as `read()` (run on the
+        event loop) returns them on each scrape."""
+        self.registry.register(_Labeled(name, help, label, lambda: self.on_loop(read)))
+
 
 class _Requests(Collector):
     def __init__(self, snapshot: Callable[[], dict[str, list[float]]]) -> None:
@@ -96,3 +103,16 @@ class _Requests(Collector):
             latency.add_metric([op], buckets, stats[-1])
         yield requests
         yield latency
+
+
+class _Labeled(Collector):
+    def __init__(
+        self, name: str, help: str, label: str, snapshot: Callable[[], dict[str, float]]
+    ) -> None:
+        self._name, self._help, self._label, self._snapshot = name, help, label, snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self._name, self._help, labels=[self._label])
+        for value, total in sorted(self._snapshot().items()):
+            family.add_metric([value], total)
+        yield family

@@ -242,6 +242,12 @@ class _Daemon:
         self.listen, self.registry_listen = settings.listen, settings.registry_listen
         self.metrics = NamenodeMetrics()
         self.metrics.add_gauges(self.gauges)
+        self.metrics.add_labeled_counter(
+            "pfs_namenode_user_held_seconds",
+            "Seconds a user's flood of requests was held back (fair use), by user",
+            "user",
+            self.held_by_user,
+        )
         self.metrics_port = 0
         self.announced = False  # the ready file is written
         self.leadership: Leadership | None = None
@@ -254,6 +260,10 @@ class _Daemon:
         if self.running is not None:
             values.update(gauges(self.running))
         return values
+
+    def held_by_user(self) -> dict[str, float]:
+        """Seconds each user was held back in this turn as the active namenode."""
+        return dict(self.running.servicer.fair.held_by_user) if self.running else {}
 
     async def run(self) -> None:
         """Turns until stopped."""

@@ -9,6 +9,7 @@ import contextvars
 import time
 
 import pytest
+from prometheus_client import generate_latest
 
 from plasmafs.core.errors import BusyError
 from plasmafs.namenode.fair_use import (
@@ -19,6 +20,7 @@ from plasmafs.namenode.fair_use import (
     FairUse,
     UserLoad,
 )
+from plasmafs.namenode.metrics import NamenodeMetrics
 
 
 def _busy(seconds: float) -> None:
@@ -61,7 +63,7 @@ async def test_a_flooder_past_its_share_waits_and_another_user_goes_first() -> N
     while len(order) < 23 and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
     assert order[3:] == [f"flood-{k}" for k in range(1, 21)]  # in order, once credited
-    assert fair.held_seconds > 0
+    assert fair.held_seconds > 0 and set(fair.held_by_user) == {"flooder"}
 
 
 async def test_a_user_with_few_requests_in_flight_is_never_held() -> None:
@@ -197,3 +199,12 @@ async def test_a_closed_connection_s_waiting_requests_are_dropped() -> None:
         await asyncio.sleep(0)
     assert (gone.started, staying.started) == ([], [0, 1, 2])
     assert fair._queued == 0
+
+
+def test_who_was_held_back_is_a_labeled_counter() -> None:
+    metrics = NamenodeMetrics()
+    held = {"flooder": 1.5, "other": 0.25}
+    metrics.add_labeled_counter("pfs_namenode_user_held_seconds", "held", "user", held.copy)
+    text = generate_latest(metrics.registry).decode()
+    assert 'pfs_namenode_user_held_seconds_total{user="flooder"} 1.5' in text
+    assert 'pfs_namenode_user_held_seconds_total{user="other"} 0.25' in text
