@@ -19,6 +19,7 @@ from collections.abc import (
     Callable,
     Sequence,
 )
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -76,6 +77,7 @@ T = TypeVar("T")
 DEFAULT_FAILOVER_TIMEOUT = 30.0  # seconds a client of several namenodes waits for one
 ROLE_TIMEOUT = 3.0  # seconds a namenode has to answer what its role is
 INODE_BATCH = 256  # inode numbers begin_with_inode reserves at a time
+RESIZE_ATTEMPTS = 5  # size changes decided again when the size changed meanwhile
 
 
 class Client(ClientXattrs, ClientLocks):
@@ -599,15 +601,34 @@ class Client(ClientXattrs, ClientLocks):
         from plasmafs.client.editing import FileEditor
 
         reads = await self._reads()
-        attr = await reads.getattr(target) if isinstance(target, int) else await self.stat(target)
-        raw = size <= attr.size or attr.size % attr.blocksize == 0 or attr.kind is not FileKind.FILE
-        if not raw:
-            # Only a block holding the end needs it: not a hole, not an inline content
-            # (that reads as zeros past its bytes already).
-            end = await reads.blocks(attr.ino, attr.size // attr.blocksize, 1)
-            raw = end.inline is not None or not end.extents
-        if raw:
-            return await self._one_shot(lambda t: t.setattr(target, size=size, **more)), True
+        for attempt in range(1, RESIZE_ATTEMPTS + 1):
+            attr = (
+                await reads.getattr(target) if isinstance(target, int) else await self.stat(target)
+            )
+            raw = (
+                size <= attr.size
+                or attr.size % attr.blocksize == 0
+                or attr.kind is not FileKind.FILE
+            )
+            if not raw:
+                # Only a block holding the end needs it: not a hole, not an inline content
+                # (that reads as zeros past its bytes already).
+                end = await reads.blocks(attr.ino, attr.size // attr.blocksize, 1)
+                raw = end.inline is not None or not end.extents
+            if not raw:
+                break
+            # Decided from the size read above: if another writer changed it meanwhile,
+            # decide again (a growth might now start inside a block with data).
+            known = attr.size if attr.kind is FileKind.FILE else None
+            try:
+                changed = await self._one_shot(
+                    partial(_set_size, target=target, size=size, if_size=known, more=more)
+                )
+            except ConflictError:
+                if attempt == RESIZE_ATTEMPTS:
+                    raise
+                continue
+            return changed, True
         editor = await self.open(attr.ino, "r+b")
         assert isinstance(editor, FileEditor)
         try:
@@ -761,3 +782,15 @@ async def connect(address: str | None = None, *, connect_timeout: float = 10.0) 
     client = Client(config.namenode_address(address), connect_timeout=connect_timeout)
     await client.connection()
     return client
+
+
+def _set_size(
+    t: Transaction,
+    *,
+    target: str | int,
+    size: int,
+    if_size: int | None,
+    more: dict[str, int | None],
+) -> Awaitable[Attr]:
+    """The size change `Client._resize` decided, with the other changes `more`."""
+    return t.setattr(target, size=size, if_size=if_size, **more)

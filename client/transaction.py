@@ -545,16 +545,20 @@ class Transaction(Reads, XattrChanges):
         replication: int | None = None,
         # A flag, typed as the other changes are: callers pass them all as **changes.
         mtime_now: bool | int | None = False,
+        if_size: int | None = None,
     ) -> Awaitable[Attr]:
         """Change attributes of a path (symlinks followed) or an inode number.
         `mtime_now` sets the mtime to the namenode's clock: a user who may write the
-        file may do that, while only its owner may set any other mtime."""
+        file may do that, while only its owner may set any other mtime. With `if_size`
+        the change is refused (ConflictError) unless the file's size is that when it
+        is made: for a change decided from a size read earlier."""
         raw = paths.encode(target) if isinstance(target, str) else None
         if mtime_now and mtime_ns is not None:
             raise InvalidArgumentError("set the mtime to a time or to now, not both")
         _u32(mode=mode, uid=uid, gid=gid, replication=replication)
-        if size is not None and not 0 <= size < 2**63:
-            raise InvalidArgumentError(f"size {size} is out of range")
+        for name, value in (("size", size), ("if_size", if_size)):
+            if value is not None and not 0 <= value < 2**63:
+                raise InvalidArgumentError(f"{name} {value} is out of range")
         if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
             raise InvalidArgumentError(f"mtime_ns {mtime_ns} is out of range")
         if raw is None and not 0 < int(target) < 2**64:
@@ -572,6 +576,7 @@ class Transaction(Reads, XattrChanges):
             "mtime_ns": mtime_ns,
             "size": size,
             "replication": replication,
+            "if_size": if_size,
         }
         for name, value in changes.items():
             if value is not None:

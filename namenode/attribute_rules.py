@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from plasmafs.core import paths
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import (
+    ConflictError,
     InvalidArgumentError,
     IsDirectoryError,
     NoSpaceError,
@@ -49,10 +50,12 @@ class AttributeRules:
         size: int | None,
         replication: int | None,
         mtime_now: bool = False,
+        if_size: int | None = None,
     ) -> Attr:
         """Change an inode's attributes; a path target follows symbolic links.
         `mtime_now` sets the mtime to the namenode's clock, which a writer of the file
-        may do; any other mtime only its owner."""
+        may do; any other mtime only its owner. With `if_size`, ConflictError unless
+        the file's size is that when the change is made (under its lock)."""
         t = self._txns.writable(txn)
         if raw is not None:
             parts = paths.split_canonical(raw)
@@ -87,6 +90,10 @@ class AttributeRules:
         if current is None:
             raise NotFoundError(f"inode {target.ino} was removed")
         a = current.attr
+        if if_size is not None and a.size != if_size:
+            raise ConflictError(
+                f"{what} is {a.size} bytes, not {if_size}: it changed since its size was read"
+            )
         mode, uid, gid = self._check_setattr(t, a, asked, what)
         if mtime_now:
             mtime_ns = time.time_ns()

@@ -445,6 +445,7 @@ async def _setattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -
         size=q.size if q.HasField("size") else None,
         replication=q.replication if q.HasField("replication") else None,
         mtime_now=q.mtime_now,
+        if_size=q.if_size if q.HasField("if_size") else None,
     )
     attr.to_wire(out.attr)
 

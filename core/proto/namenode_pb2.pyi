@@ -282,7 +282,7 @@ class Rename(_message.Message):
     def __init__(self, src: _Optional[bytes] = ..., dst: _Optional[bytes] = ..., noreplace: _Optional[bool] = ..., src_dir: _Optional[int] = ..., dst_dir: _Optional[int] = ..., exchange: _Optional[bool] = ...) -> None: ...
 
 class SetAttr(_message.Message):
-    __slots__ = ("path", "ino", "mode", "uid", "gid", "mtime_ns", "size", "replication", "mtime_now")
+    __slots__ = ("path", "ino", "mode", "uid", "gid", "mtime_ns", "size", "replication", "mtime_now", "if_size")
     PATH_FIELD_NUMBER: _ClassVar[int]
     INO_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +292,7 @@ class SetAttr(_message.Message):
     SIZE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     MTIME_NOW_FIELD_NUMBER: _ClassVar[int]
+    IF_SIZE_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     ino: int
     mode: int
@@ -301,7 +302,8 @@ class SetAttr(_message.Message):
     size: int
     replication: int
     mtime_now: bool
-    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., mtime_now: _Optional[bool] = ...) -> None: ...
+    if_size: int
+    def __init__(self, path: _Optional[bytes] = ..., ino: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., size: _Optional[int] = ..., replication: _Optional[int] = ..., mtime_now: _Optional[bool] = ..., if_size: _Optional[int] = ...) -> None: ...
 
 class Symlink(_message.Message):
     __slots__ = ("path", "target", "dir")

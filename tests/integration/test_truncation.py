@@ -4,12 +4,17 @@ or a copied range that ended inside a block (POSIX's truncate)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+
+import pytest
 
 from plasmafs.client import Client
 from plasmafs.client.editing import FileEditor
 from plasmafs.client.file_reader import FileReader
 from plasmafs.client.file_writer import FileWriter
+from plasmafs.core.attributes import Attr
+from plasmafs.core.errors import ConflictError
 from tests.conftest import DataCluster
 
 
@@ -60,3 +65,38 @@ async def test_a_size_with_other_attributes_is_one_commit(
     assert after["commit"] - before["commit"] == 1
     attr = await dfs.setattr("/g", size=bs + 100, mode=0o640)  # past an end on a block
     assert (attr.size, attr.mode) == (bs + 100, 0o640)
+
+
+async def test_a_size_read_before_another_writer_changed_it_is_decided_again(
+    dfs: Client, data_cluster: DataCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """truncate decides from a size it read outside the transaction that changes it: if
+    the file changed meanwhile (here: its stat is a stale one, of a block-aligned size),
+    the namenode refuses the change (if_size) and truncate decides again — the bytes a
+    cut left inside the end block never come back."""
+    bs = data_cluster.blocksize
+    data = os.urandom(2 * bs)
+    await dfs.write_file("/r", data)
+    await dfs.truncate("/r", bs + 10)  # block 1 keeps its bytes past the end on disk
+    stale = await dfs.stat("/r")
+    stale = dataclasses.replace(stale, size=2 * bs)  # as read before the cut
+    real_stat = dfs.stat
+    reads = [stale]
+
+    async def stat(path: str) -> Attr:
+        return reads.pop() if reads else await real_stat(path)
+
+    monkeypatch.setattr(dfs, "stat", stat)
+    attr = await dfs.truncate("/r", 3 * bs)
+    assert not reads and attr.size == 3 * bs
+    assert await dfs.read_file("/r") == data[: bs + 10] + bytes(2 * bs - 10)
+
+
+async def test_a_size_change_with_a_size_precondition(dfs: Client) -> None:
+    await dfs.write_file("/p", b"0123456789")
+    with pytest.raises(ConflictError, match="not 7"):
+        async with dfs.transaction() as t:
+            await t.setattr("/p", size=4, if_size=7)
+    async with dfs.transaction() as t:
+        assert (await t.setattr("/p", size=4, if_size=10)).size == 4
+    assert await dfs.read_file("/p") == b"0123"
