@@ -13,11 +13,10 @@ another's request. And while a user with few requests in flight (at most
 FEW_IN_FLIGHT: a program making one request after another, a few threads) is active
 (a request in the last ACTIVE_SECONDS), a user flooding the namenode (more in flight)
 may take at most `user_share` of the namenode's time: past it, its requests stay
-queued until its share has grown back, so
-a flood is held back rather than only ordered, and leaves the machine room for the
-others (its client, waiting for answers, uses less too). A user with few requests in
-flight is never held back; floods among themselves only take turns, and alone a user
-may take all of the namenode.
+queued until its share has grown back, so a flood is held back rather than only
+ordered, and leaves the machine room for the others (its client, waiting for answers,
+uses less too). A user with few requests in flight is never held back; floods among
+themselves only take turns, and alone a user may take all of the namenode.
 
 A user's time is what its requests cost the namenode: each step of handling them
 (between two suspensions; a cached lookup is one step) plus what every frame costs
