@@ -16,6 +16,7 @@ from typing import Any
 from plasmafs.cli import accounts as account_commands
 from plasmafs.cli import formatting
 from plasmafs.cli import quotas as quota_commands
+from plasmafs.cli import snapshots as snapshot_commands
 from plasmafs.cli import trees as tree_commands
 from plasmafs.cli import xattrs as xattr_commands
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed, Reporter
@@ -640,6 +641,7 @@ COMMANDS: dict[str, Callable[[Client, argparse.Namespace, Reporter], Awaitable[N
     "cp": tree_commands.cmd_cp,
     "getfattr": xattr_commands.cmd_getfattr,
     "setfattr": xattr_commands.cmd_setfattr,
+    "snapshot": snapshot_commands.cmd_snapshot,
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from plasmafs.cli import certificates
 from plasmafs.cli import quotas as quota_commands
+from plasmafs.cli import snapshots as snapshot_commands
 from plasmafs.cli import xattrs as xattr_commands
 from plasmafs.cli.exits import EXIT_FAILED, CommandFailed
 from plasmafs.cli.modes import parse_mode
@@ -271,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gateway_parsers(sub)
     _tree_parsers(sub)
     xattr_commands.add_parsers(sub)
+    snapshot_commands.add_parsers(sub)
     return parser
 
 

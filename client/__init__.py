@@ -58,6 +58,7 @@ from plasmafs.core.errors import (
     PermissionError,
     PlasmaError,
     QuotaExceededError,
+    ReadOnlyError,
     ShutdownError,
     StaleFileError,
     StorageError,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # what _LAZY loads, for type checkers
     from plasmafs.client.file_locks import FileLock, LockConflict
     from plasmafs.client.file_reader import FileReader
     from plasmafs.client.file_writer import FileWriter
+    from plasmafs.client.snapshots import Snapshot, SnapshotChange
     from plasmafs.client.sync import SyncClient, connect_sync
     from plasmafs.client.transaction import Transaction
 
@@ -104,6 +106,8 @@ _LAZY = {
     "FsckFile": "plasmafs.client.admin",
     "FsckReplica": "plasmafs.client.admin",
     "FsckSummary": "plasmafs.client.admin",
+    "Snapshot": "plasmafs.client.snapshots",
+    "SnapshotChange": "plasmafs.client.snapshots",
 }
 
 

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from plasmafs.client.file_reader import FileReader
     from plasmafs.client.file_writer import FileWriter
     from plasmafs.client.s3_keys import S3Keys
+    from plasmafs.client.snapshots import Snapshots
     from plasmafs.core.tls import ChannelTLS
 
 T = TypeVar("T")
@@ -682,6 +683,12 @@ class Client(ClientXattrs, ClientLocks):
         from plasmafs.client.s3_keys import S3Keys
 
         return S3Keys(await self.connection())
+
+    async def snapshots(self) -> Snapshots:
+        """Taking, deleting, listing and comparing snapshots (plasmafs.client.snapshots)."""
+        from plasmafs.client.snapshots import Snapshots
+
+        return Snapshots(await self.connection(), lambda path: self.walk(path))
 
     async def _admin(self) -> Admin:
         from plasmafs.client.admin import Admin

@@ -1,4 +1,4 @@
-"""Plain unary calls of one namenode service (Accounts, S3Keys) on a connection's
+"""Plain unary calls of one namenode service (Accounts, S3Keys, Snapshots) on a connection's
 channel, with its credential; a refused call raises the plasmafs error the namenode
 reported."""
 
@@ -25,8 +25,8 @@ class UnaryService:
         self._metadata = conn.metadata
         self._service = service
 
-    async def _call(self, method: Any, request: Any) -> Any:
+    async def _call(self, method: Any, request: Any, timeout: float = CALL_TIMEOUT) -> Any:
         try:
-            return await method(request, timeout=CALL_TIMEOUT, metadata=self._metadata)
+            return await method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise service_error(exc, self._address, self._service) from None

@@ -270,6 +270,13 @@ class DeadlockError(PlasmaError):
     posix_errno = _errno.EDEADLK
 
 
+class ReadOnlyError(PlasmaError):
+    """A snapshot is read-only (EROFS)."""
+
+    code = pb.EROFS
+    posix_errno = _errno.EROFS
+
+
 class LockLostError(PlasmaError):
     """A lock held through a connection that has ended is gone: others may have taken
     it since (raised by the client only, so it has no wire code of its own)."""

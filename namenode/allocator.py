@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from plasmafs.core.errors import NoSpaceError
 from plasmafs.core.value_checks import DEFAULT_LOCATION
+from plasmafs.namenode.shared_blocks import SharedBlocks
 
 RUN = 128
 
@@ -118,6 +119,8 @@ class Allocator:
         self._in_doubt: dict[int, int] = {}
         self._location: dict[int, str] = {}
         self._turn = 0
+        # Blocks several extents name (snapshots): freed when the last one drops them.
+        self.shared = SharedBlocks()
 
     def add_datanode(self, datanode: int, capacity: int, used: list[tuple[int, int]]) -> None:
         """Know a datanode with `capacity` blocks of which the ranges `used` are taken."""
@@ -153,6 +156,7 @@ class Allocator:
         self._capacity.pop(datanode, None)
         self._reserved.pop(datanode, None)
         self._in_doubt.pop(datanode, None)
+        self.shared.forget(datanode)
         self._quarantine = [q for q in self._quarantine if q[1] != datanode]
 
     def knows(self, datanode: int) -> bool:

@@ -112,6 +112,7 @@ class FileRules:
         self._internal_txns += 1
         txns = self._txns
         txn = txns.begin(self._internal_txns, label, lock_wait, SUPERUSER)
+        txn.upkeep = True
         try:
             txns.writable(txn)
             await txns.lock(txn, ("i", ino), True)

@@ -378,14 +378,19 @@ class FileData:
                 self.cache.extents.put(ino, (), epoch)
         # Tickets issued while the group was being written count too.
         until = max(cs.held_until, self.held_until(cs.extents_changed))
+        allocator = self.allocator
         free_now = until <= time.time()
+        shared = allocator.shared
         for datanode, start, count in cs.released:
-            if free_now:
-                self.allocator.release(datanode, start, count)
-            else:
-                self.allocator.quarantine(datanode, start, count, until)
+            # A snapshot may still name some of them: those stay used.
+            for s, n in shared.unshare(datanode, start, count) if shared else [(start, count)]:
+                if free_now:
+                    allocator.release(datanode, s, n)
+                else:
+                    allocator.quarantine(datanode, s, n, until)
         for datanode, start, count in cs.released_held:
-            self.allocator.quarantine(datanode, start, count, math.inf)
+            for s, n in shared.unshare(datanode, start, count) if shared else [(start, count)]:
+                allocator.quarantine(datanode, s, n, math.inf)
         self._give_back(cs, committed=True)
 
     def aborted(self, cs: ChangeSet) -> None:

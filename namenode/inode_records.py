@@ -11,6 +11,14 @@ from typing import NamedTuple
 from plasmafs.core.attributes import Attr, FileKind
 
 ROOT_INO = 1
+# Inodes of snapshots are numbered from here (their own sequence): read-only by number.
+SNAPSHOT_INO_BASE = 1 << 62
+SNAPSHOT_DIR_NAME = ".snapshot"  # DIR/.snapshot/NAME: snapshot NAME of DIR
+
+
+def in_snapshot(ino: int) -> bool:
+    """True for an inode of a snapshot (read-only: namenode/snapshots.py)."""
+    return ino >= SNAPSHOT_INO_BASE
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from plasmafs.core.errors import (
     NotFoundError,
     OperationNotPermittedError,
     PlasmaError,
+    ReadOnlyError,
     StorageError,
     TooManyLinksError,
 )
@@ -44,7 +45,7 @@ from plasmafs.namenode.cursor_checks import check_cursor
 from plasmafs.namenode.directory_leases import LeaseTable
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_numbers import InodeNumbers
-from plasmafs.namenode.inode_records import ROOT_INO, Inode
+from plasmafs.namenode.inode_records import ROOT_INO, SNAPSHOT_DIR_NAME, Inode, in_snapshot
 from plasmafs.namenode.listing import list_page
 from plasmafs.namenode.locks import DIRTREE_LOCK, LockOwner
 from plasmafs.namenode.permissions import (
@@ -94,6 +95,8 @@ class Namespace:
         # Directories with a quota (or getting one): no lease in their trees, so that
         # every change there reaches the namenode, which checks it, before it is done.
         self.no_leases_below: Container[int] = ()
+        # Directories with snapshots: not removed (delete the snapshots first).
+        self.snapshotted: Container[int] = ()
         self.default_replication = check_replication(default_replication)
         self.default_blocksize = check_blocksize(default_blocksize)
 
@@ -126,6 +129,8 @@ class Namespace:
         return fresh
 
     async def _has_children(self, txn: Txn, ino: int) -> bool:
+        if ino in self.snapshotted:
+            return True  # its snapshots hang below it
         await self.leases.admit(ino)
         changed = txn.cs.children.get(ino, set())
         gone = {n for n in changed if txn.cs.entries[(ino, n)] is None}
@@ -255,6 +260,8 @@ class Namespace:
         session leases it and no transaction has changes under way in it (those hold
         its inode lock shared until they end; a change that starts later waits for the
         lease as any other does)."""
+        if in_snapshot(ino):
+            raise ReadOnlyError(f"directory {ino} is in a snapshot: it is not leased")
         inode = await self.view.inode(None, ino)
         if inode is None:
             raise NotFoundError(f"no inode {ino}")
@@ -430,6 +437,7 @@ class Namespace:
 
     async def _free_name(self, t: Txn, where: Place) -> tuple[Inode, str]:
         parent, name = await self._parent_dir(t, where), where.parts[-1]
+        _check_not_reserved(name, where)
         # A taken name is EEXIST before any write check, as open(O_CREAT) of an existing
         # file in a directory the caller cannot write.
         if await self.view.entry(t, parent.ino, name) is not None:
@@ -500,6 +508,8 @@ class Namespace:
         victim = await self._locked_entry_inode(t, parent, name, where)
         if victim.kind is not FileKind.DIRECTORY:
             raise NotDirectoryError(f"{where.shown} is not a directory")
+        if victim.ino in self.snapshotted:
+            raise NotEmptyError(f"{where.shown} has snapshots: delete them first")
         if await self._has_children(t, victim.ino):
             raise NotEmptyError(f"{where.shown} is not empty")
         self.leases.forget(victim.ino)
@@ -563,6 +573,7 @@ class Namespace:
             # Both directories change: W and X on each before any lock.
             check_create(who, d.attr.mode, d.attr.uid, d.attr.gid, where.shown)
         src_name, dst_name = src_parts[-1], dst_parts[-1]
+        _check_not_reserved(dst_name, dst)
         if self.no_leases_below and src_dir.ino != dst_dir.ino:
             await self._end_leases_moving_under_quotas(t, (src_dir, src_name), dst_dir)
             if exchange:
@@ -733,6 +744,14 @@ def _check_concatenated(inode: Inode, where: Place) -> None:
     if inode.data is not None:
         raise InvalidArgumentError(
             f"{where.shown} keeps its content inline, not in blocks: rewrite it to concatenate"
+        )
+
+
+def _check_not_reserved(name: str, where: Place) -> None:
+    """Refuse a new entry named `.snapshot`: that name reaches a directory's snapshots."""
+    if name == SNAPSHOT_DIR_NAME:
+        raise InvalidArgumentError(
+            f"{where.shown}: {SNAPSHOT_DIR_NAME} is reserved (a directory's snapshots)"
         )
 
 

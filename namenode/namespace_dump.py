@@ -6,7 +6,7 @@ A dump is read in one REPEATABLE READ, READ ONLY transaction — one snapshot, w
 the namenode goes on serving — with PostgreSQL's binary COPY of each table, and sent
 as it is read. The stream is a magic line, then frames (kind, length, crc32, payload,
 checked before any of it is used): a
-JSON header (format, schema version, blocksize, the inode number sequence, each
+JSON header (format, schema version, blocksize, the inode number sequences, each
 table's columns), each table's name then its COPY data, and a JSON trailer with the
 row counts and the SHA-256 of everything before it.
 
@@ -70,6 +70,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ),
         ("entries", "parent name ino"),
         ("directory_quotas", "ino max_entries max_space"),
+        ("snapshots", "dir_ino name snapdir_ino root_ino created_ns inodes"),
         (
             "extents",
             "ino file_index datanode_id block_start block_count generation stamp_ino stamp_shift",
@@ -81,7 +82,7 @@ _COLUMNS = {name: list(columns) for name, columns in TABLES}  # as the header na
 # Copied straight into their tables, their checks dropped meanwhile (the quotas keep
 # theirs: few rows); the others go through a staging table first.
 _DIRECT = frozenset({"inodes", "entries"})
-_STRAIGHT = _DIRECT | {"directory_quotas"}
+_STRAIGHT = _DIRECT | {"directory_quotas", "snapshots"}
 ROOT_INO = 1
 
 
@@ -106,11 +107,13 @@ async def dump(conn: asyncpg.Connection, schema: int, send: Send) -> dict[str, i
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         blocksize = await conn.fetchval("SELECT blocksize FROM cluster_settings")
         sequence = await conn.fetchval("SELECT last_value FROM inode_numbers")
+        snapshot_sequence = await conn.fetchval("SELECT last_value FROM snapshot_inode_numbers")
         header = {
             "format": FORMAT,
             "schema": schema,
             "blocksize": blocksize,
             "inode_numbers": sequence,
+            "snapshot_inode_numbers": snapshot_sequence,
             "tables": _COLUMNS,
             "created": time.time(),
         }
@@ -185,6 +188,11 @@ async def load(
         await conn.execute(
             "SELECT setval('inode_numbers', greatest($1::bigint, last_value)) FROM inode_numbers",
             header["inode_numbers"],
+        )
+        await conn.execute(
+            """SELECT setval('snapshot_inode_numbers', greatest($1::bigint, last_value))
+               FROM snapshot_inode_numbers""",
+            header["snapshot_inode_numbers"],
         )
     result.seconds = time.monotonic() - started
     return result

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plasmafs.core.attributes import FileKind
-from plasmafs.namenode.inode_records import ExtentRow
+from plasmafs.namenode.inode_records import SNAPSHOT_INO_BASE, ExtentRow
 from plasmafs.namenode.replica_health import DatanodeSets
 from plasmafs.namenode.store import Store
 
@@ -303,32 +303,16 @@ class ReplicaStore:
                 yield FsckEntry(r[0], r[1], FileKind(r[2]), r[3], r[4])
 
     async def overlapping_claims(self, limit: int = 100) -> list[str]:
-        """Block ranges claimed twice on one datanode, or past its capacity."""
+        """Block ranges claimed twice on one datanode, or past its capacity. Extents of
+        several files may name the same blocks when they are one file's blocks with
+        the same owner stamps (a snapshot's copies of a live file's extents): those
+        count as one claim, which a release may overlap only if a snapshot holds it."""
         async with self.store.read_connection() as conn:
-            rows = await conn.fetch(
-                """WITH claims AS (
-                       SELECT datanode_id, block_start, block_count, 'replica' AS what
-                       FROM extents
-                       UNION ALL
-                       SELECT datanode_id, block_start, block_count, 'released'
-                       FROM released_extents WHERE reusable_after > now()),
-                   ordered AS (
-                       SELECT c.*, max(block_start + block_count) OVER (
-                           PARTITION BY datanode_id ORDER BY block_start, block_count
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-                       FROM claims c)
-                   SELECT o.datanode_id, o.block_start, o.block_count, o.what, o.prev_end,
-                          d.capacity_blocks
-                   FROM ordered o JOIN datanodes d USING (datanode_id)
-                   WHERE o.prev_end > o.block_start
-                      OR o.block_start + o.block_count > d.capacity_blocks
-                   LIMIT $1""",
-                limit,
-            )
+            rows = await conn.fetch(_OVERLAPPING_CLAIMS, limit, SNAPSHOT_INO_BASE)
         errors = []
-        for d, start, count, what, prev_end, _capacity in rows:
+        for d, start, count, what, overlapped, _capacity in rows:
             end = start + count - 1
-            if prev_end is not None and prev_end > start:
+            if overlapped:
                 errors.append(f"datanode {d}: blocks {start}-{end} ({what}) claimed twice")
             else:
                 errors.append(f"datanode {d}: blocks {start}-{end} ({what}) past its capacity")
@@ -336,15 +320,80 @@ class ReplicaStore:
 
     async def used_blocks(self, now: float) -> dict[int, int]:
         """Per datanode, blocks that committed replicas and releases not yet reusable at
-        `now` (time.time()) occupy."""
+        `now` (time.time()) occupy, each block once however many extents name it."""
         async with self.store.read_connection() as conn:
-            rows = await conn.fetch(
-                """SELECT datanode_id, sum(n) FROM (
-                       SELECT datanode_id, block_count AS n FROM extents
-                       UNION ALL
-                       SELECT datanode_id, block_count FROM released_extents
-                       WHERE reusable_after > $1) u
-                   GROUP BY datanode_id""",
-                datetime.fromtimestamp(now, UTC),
-            )
+            rows = await conn.fetch(_USED_BLOCKS, datetime.fromtimestamp(now, UTC))
         return {r[0]: int(r[1]) for r in rows}
+
+
+# Extents with the same owner stamps at the same place (owner file, generation, and
+# the block the owner's block 0 would be at) are one file's blocks named by a live file
+# and its snapshots' copies: merged into islands, they make one claim.
+_OVERLAPPING_CLAIMS = """
+WITH stamped AS (
+    SELECT datanode_id, block_start, block_count, generation,
+           CASE WHEN stamp_ino = 0 THEN ino ELSE stamp_ino END AS owner,
+           block_start - file_index - stamp_shift AS base, ino >= $2 AS in_snapshot
+    FROM extents),
+marked AS (
+    SELECT s.*, max(block_start + block_count) OVER (
+        PARTITION BY datanode_id, owner, generation, base ORDER BY block_start, block_count
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM stamped s),
+islands AS (
+    SELECT m.*, sum(CASE WHEN prev_end IS NULL OR prev_end <= block_start THEN 1 ELSE 0 END)
+        OVER (PARTITION BY datanode_id, owner, generation, base ORDER BY block_start, block_count
+              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+    FROM marked m),
+claims AS (
+    SELECT datanode_id, min(block_start) AS block_start,
+           max(block_start + block_count) - min(block_start) AS block_count,
+           'replica' AS what, bool_or(in_snapshot) AS in_snapshot
+    FROM islands GROUP BY datanode_id, owner, generation, base, island
+    UNION ALL
+    SELECT datanode_id, block_start, block_count, 'released', false
+    FROM released_extents WHERE reusable_after > now()),
+ordered AS (
+    SELECT c.*,
+        max(block_start + block_count) FILTER (WHERE what = 'replica') OVER w AS replica_end,
+        max(block_start + block_count) FILTER (WHERE what = 'replica' AND NOT in_snapshot)
+            OVER w AS live_end,
+        max(block_start + block_count) FILTER (WHERE what = 'released') OVER w AS released_end
+    FROM claims c
+    WINDOW w AS (PARTITION BY datanode_id ORDER BY block_start, block_count
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
+checked AS (
+    SELECT o.*, CASE
+        WHEN what = 'replica' THEN replica_end > block_start
+            OR (NOT in_snapshot AND released_end > block_start)
+        ELSE released_end > block_start OR live_end > block_start
+    END AS overlapped
+    FROM ordered o)
+SELECT c.datanode_id, c.block_start, c.block_count, c.what, coalesce(c.overlapped, false),
+       d.capacity_blocks
+FROM checked c JOIN datanodes d USING (datanode_id)
+WHERE coalesce(c.overlapped, false) OR c.block_start + c.block_count > d.capacity_blocks
+LIMIT $1
+"""
+
+_USED_BLOCKS = """
+WITH claims AS (
+    SELECT datanode_id, block_start, block_start + block_count AS block_end FROM extents
+    UNION ALL
+    SELECT datanode_id, block_start, block_start + block_count FROM released_extents
+    WHERE reusable_after > $1),
+marked AS (
+    SELECT c.*, max(block_end) OVER (
+        PARTITION BY datanode_id ORDER BY block_start, block_end
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM claims c),
+islands AS (
+    SELECT m.*, sum(CASE WHEN prev_end IS NULL OR prev_end < block_start THEN 1 ELSE 0 END)
+        OVER (PARTITION BY datanode_id ORDER BY block_start, block_end
+              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+    FROM marked m)
+SELECT datanode_id, sum(n) FROM (
+    SELECT datanode_id, max(block_end) - min(block_start) AS n
+    FROM islands GROUP BY datanode_id, island) merged
+GROUP BY datanode_id
+"""

@@ -38,6 +38,7 @@ from plasmafs.namenode.s3_key_store import S3KeyStore
 from plasmafs.namenode.s3_keys_servicer import S3KeysServicer
 from plasmafs.namenode.servicer import NamenodeServicer, RegistryServicer
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.snapshot_servicer import SnapshotServicer
 from plasmafs.namenode.standby import StandbyPorts
 from plasmafs.namenode.startup import NamespaceParts, open_namespace, start_replica_health
 from plasmafs.namenode.store import Store
@@ -109,6 +110,8 @@ async def start_namenode(
     sealer = None if settings.s3_secret_file is None else Sealer.from_file(settings.s3_secret_file)
     s3_keys = S3KeysServicer(S3KeyStore(store), sealer, principals, gate)
     pb_grpc.add_S3KeysServicer_to_server(s3_keys, server)
+    snapshots = SnapshotServicer(parts.snapshots, parts.view, parts.transactions, gate)
+    pb_grpc.add_SnapshotsServicer_to_server(snapshots, server)
     # One server, two ports: clients on `listen`; datanodes on `registry_listen`, which
     # requires their certificates (the registry refuses calls that came without one).
     port = add_port(server, listen, server_tls)

@@ -37,6 +37,9 @@ from plasmafs.namenode.replica_health import ReplicaHealth
 from plasmafs.namenode.replica_store import ReplicaStore
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.settings import NamenodeSettings
+from plasmafs.namenode.shared_blocks import ReleaseGate
+from plasmafs.namenode.snapshot_store import SnapshotStore
+from plasmafs.namenode.snapshots import Snapshots
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.subtree import Subtrees
 from plasmafs.namenode.transactions import Transactions
@@ -69,6 +72,7 @@ class NamespaceParts:
     attributes: AttributeRules
     xattrs: Xattrs
     locks: FileLocks
+    snapshots: Snapshots
     after_commit: list[CommitObserver]
 
     counting: asyncio.Task[None]  # the usage totals' first count
@@ -113,6 +117,7 @@ async def open_namespace(
     await data.load()
     counts = KindCounts()
     await counts.load(store)
+    release_gate = ReleaseGate()
     after_commit: list[CommitObserver] = [
         data.publish_committed,
         counts.committed,
@@ -127,6 +132,7 @@ async def open_namespace(
         observers=after_commit,
         on_group=on_group,
         lanes=settings.commit_lanes,
+        release_gate=release_gate,
     )
     transactions = Transactions(LockManager(), committer, data, leadership)
     leases = LeaseTable(settings.lease_recall_timeout)
@@ -154,6 +160,19 @@ async def open_namespace(
         default_blocksize=blocksize,
     )
     namespace.no_leases_below = quotas.limited
+
+    async def limited(ino: int) -> bool:
+        if not quotas.limits_any():
+            return False
+        await usage.wait_ready()
+        return any(quotas.limit_of(d) is not None for d in usage.above(ino))
+
+    snapshots = Snapshots(
+        SnapshotStore(store), data, cache, release_gate, leadership.current_term, limited
+    )
+    await snapshots.load()
+    view.snapdirs, view.snapshotted = snapshots.snapdir_by_dir, snapshots.dir_by_snapdir
+    namespace.snapshotted = snapshots.snapdir_by_dir
     files = FileRules(view, transactions, data, inline_limit=settings.inline_limit)
     files.quotas = quotas
     committer.start()
@@ -177,6 +196,7 @@ async def open_namespace(
         attributes=AttributeRules(view, transactions, leases, data),
         xattrs=Xattrs(view, transactions, leases),
         locks=FileLocks(),
+        snapshots=snapshots,
         after_commit=after_commit,
     )
 

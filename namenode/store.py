@@ -18,7 +18,7 @@ from plasmafs.core.errors import NotActiveError, StorageError
 from plasmafs.core.value_checks import DEFAULT_LOCATION
 from plasmafs.namenode import pg_connect
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.inode_records import ROOT_INO, ExtentRow, Inode
+from plasmafs.namenode.inode_records import ROOT_INO, SNAPSHOT_INO_BASE, ExtentRow, Inode
 
 INODE_COLUMNS = (
     "ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink, replication, blocksize, "
@@ -142,7 +142,7 @@ def domain_errors(what: str) -> Iterator[None]:
 _FILE, _DIRECTORY, _SYMLINK = int(FileKind.FILE), int(FileKind.DIRECTORY), int(FileKind.SYMLINK)
 _USAGE_DIRECTORIES = f"""
 SELECT e.parent, e.ino, i.mode FROM entries e JOIN inodes i ON i.ino = e.ino
-WHERE i.kind = {_DIRECTORY}
+WHERE i.kind = {_DIRECTORY} AND e.parent < {SNAPSHOT_INO_BASE}
 UNION ALL SELECT 0, ino, mode FROM inodes WHERE ino = {ROOT_INO}
 """
 _USAGE_TOTALS = f"""
@@ -155,6 +155,7 @@ SELECT e.parent,
                 FILTER (WHERE i.kind = {_FILE}), 0),
        count(*) FILTER (WHERE i.kind = {_FILE} AND i.nlink > 1)
 FROM entries e JOIN inodes i ON i.ino = e.ino
+WHERE e.parent < {SNAPSHOT_INO_BASE}
 GROUP BY e.parent
 """
 
@@ -478,6 +479,25 @@ class Store:
                 "DELETE FROM released_extents WHERE reusable_after <= now()"
             )
         return int(status.split()[-1])
+
+    async def snapshot_rows(self) -> list[tuple[int, str, int, int, int, int]]:
+        """Every snapshot: (directory, name, its hidden directory, root, created_ns,
+        inodes), by directory and age."""
+        async with self._read() as conn:
+            rows = await conn.fetch(
+                """SELECT dir_ino, name, snapdir_ino, root_ino, created_ns, inodes
+                   FROM snapshots ORDER BY dir_ino, created_ns"""
+            )
+        return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    async def extent_ranges_if_shared(self) -> list[tuple[int, int, int]]:
+        """Every extent's (datanode, start, count) when some snapshot exists (only then
+        may extents share blocks); empty otherwise."""
+        async with self._read() as conn:
+            if not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM snapshots)"):
+                return []
+            rows = await conn.fetch("SELECT datanode_id, block_start, block_count FROM extents")
+        return [(r[0], r[1], r[2]) for r in rows]
 
     async def reserve_inode_numbers(self) -> int:
         """The first of 1024 fresh inode numbers (the sequence's increment)."""

@@ -34,6 +34,9 @@ class Txn:
     conflicted: bool = False
     failed_ops: int = 0  # operations that failed (they changed nothing)
     writing: int = 0  # files it allocated blocks for (fair use counts them per user)
+    # The namenode's own upkeep of block lists (re-replication): it may change those of
+    # read-only files (snapshots) too.
+    upkeep: bool = False
 
     def check_open(self) -> None:
         """Raise unless operations may still run in this transaction."""

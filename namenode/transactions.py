@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from plasmafs.core.errors import ConflictError, TransactionError
+from plasmafs.core.errors import ConflictError, ReadOnlyError, TransactionError
 from plasmafs.namenode.changeset import ChangeSet
 from plasmafs.namenode.committer import Committer
+from plasmafs.namenode.inode_records import in_snapshot
 from plasmafs.namenode.leadership import Leadership
 from plasmafs.namenode.locks import DIRTREE_LOCK, LockKey, LockManager, LockOwner
 from plasmafs.namenode.principals import Principal
@@ -86,7 +87,11 @@ class Transactions:
 
     async def lock(self, txn: Txn, key: LockKey, exclusive: bool) -> None:
         """Take `key` for `txn`, waiting at most its lock wait; a conflict aborts the
-        transaction (its locks are released at once) and raises ConflictError."""
+        transaction (its locks are released at once) and raises ConflictError. An
+        exclusive lock on a snapshot's inode or entry is refused (ReadOnlyError): nothing
+        in a snapshot changes, but its block lists by the namenode's upkeep."""
+        if exclusive and not txn.upkeep and _in_snapshot(key):
+            raise ReadOnlyError("a snapshot is read-only")
         try:
             await self.locks.acquire(txn.owner, key, exclusive=exclusive, wait=txn.lock_wait)
         except ConflictError as exc:
@@ -151,3 +156,15 @@ class Transactions:
                     self.usage.aborted(txn.cs)
         finally:
             self.locks.release_all(txn.owner)
+
+
+def _in_snapshot(key: LockKey) -> bool:
+    """True for the lock of a snapshot's inode ("i", ino) or of an entry in one of its
+    directories ("e", parent, name)."""
+    return (
+        isinstance(key, tuple)
+        and len(key) >= 2
+        and key[0] in ("i", "e")
+        and isinstance(key[1], int)
+        and in_snapshot(key[1])
+    )

@@ -9,6 +9,8 @@ the directories above it (see `check_ancestors`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from plasmafs.core import paths
 from plasmafs.core.attributes import Attr, FileKind
 from plasmafs.core.errors import (
@@ -22,7 +24,7 @@ from plasmafs.namenode.addressing import Place
 from plasmafs.namenode.cache import MISSING, NamespaceCache
 from plasmafs.namenode.coalescing_reader import CoalescingReader
 from plasmafs.namenode.directory_leases import LeaseTable
-from plasmafs.namenode.inode_records import ROOT_INO, Inode
+from plasmafs.namenode.inode_records import ROOT_INO, SNAPSHOT_DIR_NAME, Inode
 from plasmafs.namenode.permissions import Caller, X, check_access, check_search, may
 from plasmafs.namenode.store import Store
 from plasmafs.namenode.transaction import Txn
@@ -46,6 +48,10 @@ class View:
         self._searchable: dict[tuple[int, int, frozenset[int]], set[int]] = {}
         self._searchable_count = 0
         self._searchable_epoch = cache.search_epoch
+        # Directory -> the hidden directory of its snapshots, and back (namenode/
+        # snapshots.py keeps them): `DIR/.snapshot` is answered here, no entry names it.
+        self.snapdirs: Mapping[int, int] = {}
+        self.snapshotted: Mapping[int, int] = {}
 
     async def committed_inode(self, ino: int) -> Inode | None:
         """The committed inode `ino`, None if there is none."""
@@ -80,6 +86,8 @@ class View:
         return await self._read_parent(ino)
 
     async def _read_parent(self, ino: int) -> int | None:
+        if ino in self.snapshotted:
+            return self.snapshotted[ino]
         epoch = self.cache.epoch
         parent = await self.store.get_parent(ino)
         self.cache.fill_parent(ino, parent, epoch)
@@ -100,6 +108,8 @@ class View:
     async def entry(self, txn: Txn | None, parent: int, name: str) -> int | None:
         """The inode number entry `name` of `parent` names for the transaction (once
         no other session holds a lease on `parent`)."""
+        if name == SNAPSHOT_DIR_NAME and parent in self.snapdirs:
+            return self.snapdirs[parent]
         if self.leases:  # (skips a coroutine per lookup while nobody holds a lease)
             await self.leases.admit(parent)
         if txn is not None:

@@ -370,6 +370,31 @@ CREATE TABLE public.schema_migrations (
 );
 
 --
+-- Name: snapshot_inode_numbers; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.snapshot_inode_numbers
+    START WITH 4611686018427387904
+    INCREMENT BY 1
+    MINVALUE 4611686018427387904
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: snapshots; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.snapshots (
+    dir_ino bigint NOT NULL,
+    name text NOT NULL,
+    snapdir_ino bigint NOT NULL,
+    root_ino bigint NOT NULL,
+    created_ns bigint NOT NULL,
+    inodes bigint NOT NULL,
+    CONSTRAINT snapshots_name_check CHECK ((((octet_length(name) >= 1) AND (octet_length(name) <= 255)) AND (name <> ALL (ARRAY['.'::text, '..'::text])) AND (strpos(name, '/'::text) = 0)))
+);
+
+--
 -- Name: users; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -506,6 +531,20 @@ ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
 --
+-- Name: snapshots snapshots_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.snapshots
+    ADD CONSTRAINT snapshots_pkey PRIMARY KEY (dir_ino, name);
+
+--
+-- Name: snapshots snapshots_root_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.snapshots
+    ADD CONSTRAINT snapshots_root_key UNIQUE (root_ino);
+
+--
 -- Name: users users_name_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -631,6 +670,20 @@ ALTER TABLE ONLY public.released_extents
 
 ALTER TABLE ONLY public.s3_keys
     ADD CONSTRAINT s3_keys_uid_fkey FOREIGN KEY (uid) REFERENCES public.users(uid) ON DELETE CASCADE;
+
+--
+-- Name: snapshots snapshots_dir_ino_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.snapshots
+    ADD CONSTRAINT snapshots_dir_ino_fkey FOREIGN KEY (dir_ino) REFERENCES public.inodes(ino);
+
+--
+-- Name: snapshots snapshots_root_ino_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.snapshots
+    ADD CONSTRAINT snapshots_root_ino_fkey FOREIGN KEY (root_ino) REFERENCES public.inodes(ino);
 
 --
 -- Name: users users_gid_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

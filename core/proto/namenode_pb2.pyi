@@ -41,6 +41,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EINTR: _ClassVar[ErrorCode]
     EDEADLK: _ClassVar[ErrorCode]
     EDQUOT: _ClassVar[ErrorCode]
+    EROFS: _ClassVar[ErrorCode]
 
 class ReplicaState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -108,6 +109,7 @@ ELOCKED: ErrorCode
 EINTR: ErrorCode
 EDEADLK: ErrorCode
 EDQUOT: ErrorCode
+EROFS: ErrorCode
 REPLICA_LIVE: ReplicaState
 REPLICA_SUSPECT: ReplicaState
 REPLICA_LOST: ReplicaState
@@ -1293,6 +1295,32 @@ class LoadReply(_message.Message):
     datanodes_added: int
     seconds: float
     def __init__(self, rows: _Optional[_Mapping[str, int]] = ..., credentials_skipped: _Optional[int] = ..., datanodes_added: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("path", "name")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    path: bytes
+    name: str
+    def __init__(self, path: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
+
+class SnapshotInfo(_message.Message):
+    __slots__ = ("name", "root_ino", "created_ns", "inodes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROOT_INO_FIELD_NUMBER: _ClassVar[int]
+    CREATED_NS_FIELD_NUMBER: _ClassVar[int]
+    INODES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    root_ino: int
+    created_ns: int
+    inodes: int
+    def __init__(self, name: _Optional[str] = ..., root_ino: _Optional[int] = ..., created_ns: _Optional[int] = ..., inodes: _Optional[int] = ...) -> None: ...
+
+class SnapshotList(_message.Message):
+    __slots__ = ("snapshots",)
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[SnapshotInfo]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[SnapshotInfo, _Mapping]]] = ...) -> None: ...
 
 class BalanceRequest(_message.Message):
     __slots__ = ("threshold", "bandwidth", "stop", "status_only")

@@ -659,6 +659,173 @@ class Admin:
             _registered_method=True)
 
 
+class SnapshotsStub:
+    """Snapshots: read-only images of a directory's tree (namenode/snapshots.py), reached
+    as DIR/.snapshot/NAME. The directory's owner or a superuser takes and deletes them;
+    whoever may read the directory lists them.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateSnapshot = channel.unary_unary(
+                '/plasmafs.namenode.v1.Snapshots/CreateSnapshot',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotInfo.FromString,
+                _registered_method=True)
+        self.DeleteSnapshot = channel.unary_unary(
+                '/plasmafs.namenode.v1.Snapshots/DeleteSnapshot',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotList.FromString,
+                _registered_method=True)
+        self.ListSnapshots = channel.unary_unary(
+                '/plasmafs.namenode.v1.Snapshots/ListSnapshots',
+                request_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotList.FromString,
+                _registered_method=True)
+
+
+class SnapshotsServicer:
+    """Snapshots: read-only images of a directory's tree (namenode/snapshots.py), reached
+    as DIR/.snapshot/NAME. The directory's owner or a superuser takes and deletes them;
+    whoever may read the directory lists them.
+    """
+
+    def CreateSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSnapshots(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SnapshotsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSnapshot,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotInfo.SerializeToString,
+            ),
+            'DeleteSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSnapshot,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotList.SerializeToString,
+            ),
+            'ListSnapshots': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSnapshots,
+                    request_deserializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.FromString,
+                    response_serializer=plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotList.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'plasmafs.namenode.v1.Snapshots', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('plasmafs.namenode.v1.Snapshots', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Snapshots:
+    """Snapshots: read-only images of a directory's tree (namenode/snapshots.py), reached
+    as DIR/.snapshot/NAME. The directory's owner or a superuser takes and deletes them;
+    whoever may read the directory lists them.
+    """
+
+    @staticmethod
+    def CreateSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Snapshots/CreateSnapshot',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Snapshots/DeleteSnapshot',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSnapshots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/plasmafs.namenode.v1.Snapshots/ListSnapshots',
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotRequest.SerializeToString,
+            plasmafs_dot_core_dot_proto_dot_namenode__pb2.SnapshotList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class AccountsStub:
     """Missing associated documentation comment in .proto file."""
 

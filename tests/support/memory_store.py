@@ -193,6 +193,14 @@ class MemoryStore:
         """The committed extents of each inode in `inos` (every key present)."""
         return {ino: tuple(sorted(self.extents.get(ino, []), key=lambda x: x.key)) for ino in inos}
 
+    async def snapshot_rows(self) -> list[tuple[int, str, int, int, int, int]]:
+        """Every snapshot (this store takes none: snapshots are PostgreSQL's work)."""
+        return []
+
+    async def extent_ranges_if_shared(self) -> list[tuple[int, int, int]]:
+        """No extents share blocks without snapshots."""
+        return []
+
     async def reserve_inode_numbers(self) -> int:
         """The first of INODE_BATCH fresh inode numbers."""
         first, self._next_ino = self._next_ino, self._next_ino + INODE_BATCH

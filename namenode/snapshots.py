@@ -1,0 +1,192 @@
+"""Snapshots: read-only images of a directory's tree, sharing the live files' blocks.
+
+`pfs snapshot create DIR NAME` copies the rows of DIR's tree (inodes, entries,
+extents; O(entries) metadata work in PostgreSQL, no data copied) as ordinary inodes
+numbered from SNAPSHOT_INO_BASE up, and the copy is reached as `DIR/.snapshot/NAME`:
+`.snapshot` is a directory of its own that no entry names (listings of DIR do not
+show it, walks of the live tree never enter it, as HDFS and ZFS hide theirs); a
+lookup of that name in DIR is answered from the table here. Everything at or above
+the base is read-only: `Transactions.lock` refuses an exclusive lock on such an inode
+or on an entry in such a directory (EROFS), except to the namenode's own upkeep of
+block lists (re-replication, the balancer), so readers, tickets and replica repair
+work on snapshot files as on any file.
+
+Blocks are freed only when no extent names them any more (`shared_blocks`): taking a
+snapshot counts its blocks up, and every release of a commit, and deleting a
+snapshot, counts them down. Taking and deleting hold the release gate alone, so a
+commit releasing blocks is written either wholly before the snapshot reads the tree
+or after its counts are up.
+
+Who may: the superuser, or the directory's owner when no directory quota limits the
+directory's tree (a snapshot keeps space that quotas do not count: an owner under a
+quota could otherwise keep any amount by snapshotting and removing).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from plasmafs.core.attributes import FileKind
+from plasmafs.core.errors import (
+    InvalidArgumentError,
+    NotDirectoryError,
+    OperationNotPermittedError,
+    ReadOnlyError,
+)
+from plasmafs.namenode.cache import NamespaceCache
+from plasmafs.namenode.filedata import FileData
+from plasmafs.namenode.inode_records import Inode, in_snapshot
+from plasmafs.namenode.principals import Principal
+from plasmafs.namenode.shared_blocks import ReleaseGate, SharedBlocks
+from plasmafs.namenode.snapshot_store import SnapshotRow, SnapshotStore
+
+log = logging.getLogger(__name__)
+
+MAX_SNAPSHOTS_PER_DIRECTORY = 65536  # as HDFS's limit per snapshottable directory
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """A snapshot as listed."""
+
+    name: str
+    root_ino: int
+    created_ns: int
+    inodes: int
+
+
+class Snapshots:
+    """Every directory's snapshots, and taking and deleting them."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        data: FileData,
+        cache: NamespaceCache,
+        gate: ReleaseGate,
+        term: Callable[[], int],
+        limited: Callable[[int], Awaitable[bool]],
+    ) -> None:
+        self.store = store
+        self.data = data
+        self.cache = cache
+        self.gate = gate
+        self.term = term  # the namenode's current term (NotActiveError if it may not write)
+        self.limited = limited  # whether a quota limits a directory's tree
+        self._of_dir: dict[int, dict[str, SnapshotRow]] = {}
+        # Changed in place only: path resolution holds them (View.snapdirs, .snapshotted).
+        self.snapdir_by_dir: dict[int, int] = {}
+        self.dir_by_snapdir: dict[int, int] = {}
+
+    async def load(self) -> None:
+        """Read the snapshots, and count the blocks they share, from PostgreSQL."""
+        for row in await self.store.all():
+            self._remember(row)
+        ranges = await self.store.store.extent_ranges_if_shared()
+        if ranges:
+            self.data.allocator.shared = SharedBlocks.from_rows(ranges)
+
+    # --- what path resolution asks ------------------------------------------------------
+
+    def snapdir_of(self, dir_ino: int) -> int | None:
+        """The hidden directory of `dir_ino`'s snapshots, None if it has none."""
+        return self.snapdir_by_dir.get(dir_ino)
+
+    def dir_of(self, snapdir_ino: int) -> int | None:
+        """The directory whose snapshots `snapdir_ino` holds, None if it is no such."""
+        return self.dir_by_snapdir.get(snapdir_ino)
+
+    def listed(self, dir_ino: int) -> list[SnapshotInfo]:
+        """The snapshots of a directory, oldest first."""
+        rows = sorted(self._of_dir.get(dir_ino, {}).values(), key=lambda r: r.created_ns)
+        return [SnapshotInfo(r.name, r.root_ino, r.created_ns, r.inodes) for r in rows]
+
+    def count(self) -> int:
+        """How many snapshots exist."""
+        return sum(len(names) for names in self._of_dir.values())
+
+    # --- taking and deleting ----------------------------------------------------------
+
+    async def check_may(self, who: Principal, directory: Inode, what: str) -> None:
+        """Refuse unless `who` may take or delete snapshots of `directory`."""
+        if directory.kind is not FileKind.DIRECTORY:
+            raise NotDirectoryError(f"{what}: not a directory")
+        if in_snapshot(directory.ino):
+            raise ReadOnlyError(f"{what}: a snapshot is read-only (no snapshot of it)")
+        if who.superuser:
+            return
+        if directory.attr.uid != who.uid:
+            raise OperationNotPermittedError(
+                f"{what}: only the directory's owner or a superuser takes its snapshots"
+            )
+        if await self.limited(directory.ino):
+            raise OperationNotPermittedError(
+                f"{what}: a directory quota limits this tree; only a superuser takes "
+                "snapshots in it"
+            )
+
+    async def create(self, directory: Inode, name: str) -> SnapshotInfo:
+        """Take snapshot `name` of `directory` (permissions checked by the caller)."""
+        _check_name(name)
+        ino = directory.ino
+        if len(self._of_dir.get(ino, {})) >= MAX_SNAPSHOTS_PER_DIRECTORY:
+            raise InvalidArgumentError(
+                f"a directory has at most {MAX_SNAPSHOTS_PER_DIRECTORY} snapshots"
+            )
+        async with self.gate.exclusive():
+            taken = await self.store.take(
+                self.term(), ino, name, self.snapdir_by_dir.get(ino), time.time_ns()
+            )
+            # PostgreSQL has the copies: their blocks have one more reference each.
+            self.data.allocator.shared.share_all(taken.ranges)
+        row = taken.snapshot
+        self._remember(row)
+        epoch = self.cache.begin_commit()
+        self.cache.commit_inode(row.snapdir_ino, taken.snapdir, epoch, False)
+        self.cache.commit_entry(row.snapdir_ino, name, row.root_ino, epoch, True)
+        log.info("snapshot %r of directory %d taken: %d inodes", name, ino, row.inodes)
+        return SnapshotInfo(row.name, row.root_ino, row.created_ns, row.inodes)
+
+    async def delete(self, directory: Inode, name: str) -> None:
+        """Delete snapshot `name` of `directory`; blocks nobody else names are freed once
+        read tickets for them may have expired."""
+        ino = directory.ino
+        shared = self.data.allocator.shared
+        data = self.data
+        async with self.gate.exclusive():
+            # Read tickets for the snapshot's files may be out: its blocks stay unused for
+            # a ticket's lifetime (those issued before a restart: the horizon).
+            until = max(time.time() + data.read_ticket_ttl, data.held_until(()))
+            deleted = await self.store.delete(
+                self.term(), ino, name, shared.freed_by, until, time.time_ns()
+            )
+            allocator = data.allocator
+            for datanode, start, count in shared.unshare_all(deleted.ranges):
+                allocator.quarantine(datanode, start, count, until)
+        row = self._of_dir[ino].pop(name)
+        epoch = self.cache.begin_commit()
+        for gone in deleted.inodes:
+            self.cache.commit_inode(gone, None, epoch, False)
+        self.cache.commit_entry(row.snapdir_ino, name, None, epoch, False)
+        if deleted.snapdir is None:
+            del self._of_dir[ino]
+            self.snapdir_by_dir.pop(ino, None)
+            self.dir_by_snapdir.pop(row.snapdir_ino, None)
+        else:
+            self.cache.commit_inode(row.snapdir_ino, deleted.snapdir, epoch, False)
+        log.info("snapshot %r of directory %d deleted", name, ino)
+
+    def _remember(self, row: SnapshotRow) -> None:
+        self._of_dir.setdefault(row.dir_ino, {})[row.name] = row
+        self.snapdir_by_dir[row.dir_ino] = row.snapdir_ino
+        self.dir_by_snapdir[row.snapdir_ino] = row.dir_ino
+
+
+def _check_name(name: str) -> None:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise InvalidArgumentError(f"not a snapshot name: {name!r}")
+    if len(name.encode()) > 255:
+        raise InvalidArgumentError("a snapshot name is at most 255 bytes")
