@@ -121,6 +121,9 @@ class Allocator:
         self._turn = 0
         # Blocks several extents name (snapshots): freed when the last one drops them.
         self.shared = SharedBlocks()
+        # While a snapshot is taken or deleted: references dropped meanwhile, applied
+        # once its own counts are in (`defer_drops`).
+        self._deferred: list[tuple[int, int, int, float]] | None = None
 
     def add_datanode(self, datanode: int, capacity: int, used: list[tuple[int, int]]) -> None:
         """Know a datanode with `capacity` blocks of which the ranges `used` are taken."""
@@ -321,6 +324,37 @@ class Allocator:
         """Committed blocks no longer used: free again at once."""
         if datanode in self._free:
             self._free[datanode].add(start, count)
+
+    def drop_reference(self, datanode: int, start: int, count: int, until: float) -> None:
+        """A committed extent no longer names these blocks: those no other extent names
+        are free again once `until` (time.time(); infinity: until `unhold`) has passed."""
+        if self._deferred is not None:
+            self._deferred.append((datanode, start, count, until))
+            return
+        shared = self.shared
+        for s, n in shared.unshare(datanode, start, count) if shared else [(start, count)]:
+            if until <= time.time():
+                self.release(datanode, s, n)
+            else:
+                self.quarantine(datanode, s, n, until)
+
+    def defer_drops(self) -> None:
+        """Hold back `drop_reference` decisions until `resume_drops`: a snapshot being
+        taken reads PostgreSQL at one instant, and a block a commit dropped after that
+        instant is one the snapshot names, which it counts only once taken."""
+        assert self._deferred is None, "one snapshot change at a time"
+        self._deferred = []
+
+    def resume_drops(self) -> None:
+        """Decide the references dropped since `defer_drops`, with the counts as they
+        are now."""
+        deferred, self._deferred = self._deferred or [], None
+        for datanode, start, count, until in deferred:
+            self.drop_reference(datanode, start, count, until)
+
+    def deferred_blocks(self, datanode: int) -> int:
+        """Blocks whose dropped references wait for a snapshot change to end."""
+        return sum(c for d, _, c, _ in self._deferred or () if d == datanode)
 
     def quarantine(self, datanode: int, start: int, count: int, until: float) -> None:
         """Blocks a commit released: free again once `until` (time.time()) has passed

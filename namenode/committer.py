@@ -29,7 +29,6 @@ from plasmafs.core.attributes import FileKind
 from plasmafs.core.errors import NotActiveError, PlasmaError, ShutdownError, StorageError
 from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.changeset import ChangeSet
-from plasmafs.namenode.shared_blocks import ReleaseGate
 from plasmafs.namenode.store import OutcomeUnknownError, RetryableStoreError, Store
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,6 @@ class Committer:
         observers: Sequence[CommitObserver],
         on_group: Callable[[int], None] | None = None,
         lanes: int = 1,
-        release_gate: ReleaseGate | None = None,
     ) -> None:
         self._store = store
         self._cache = cache
@@ -94,9 +92,6 @@ class Committer:
         self._writing = 0  # groups taken and not yet answered
         self._idle = asyncio.Event()  # set whenever no group is being written
         self._idle.set()
-        # Held shared by a group that releases blocks, from its write to its publication
-        # (a snapshot taken meanwhile must not count blocks this group frees).
-        self._release_gate = release_gate
 
     def start(self) -> None:
         """Start the writer loop."""
@@ -161,8 +156,7 @@ class Committer:
             self._writing += 1
             self._idle.clear()
             try:
-                async with self._releasing(group):
-                    await self._write(group, lane)
+                await self._write(group, lane)
             except Exception as exc:  # a bug after the write must not stop the lane
                 log.exception("group commit of %d failed after the write", len(group))
                 _outcome_unknown(group)
@@ -173,14 +167,6 @@ class Committer:
                 self._writing -= 1
                 if not self._writing:
                     self._idle.set()
-
-    def _releasing(self, group: list[_Pending]) -> contextlib.AbstractAsyncContextManager[None]:
-        gate = self._release_gate
-        if gate is not None and any(
-            p.changeset.released or p.changeset.released_held for p in group
-        ):
-            return gate.shared()
-        return contextlib.nullcontext()
 
     async def _write(self, group: list[_Pending], lane: int, attempt: int = 1) -> None:
         try:

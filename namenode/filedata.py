@@ -379,18 +379,11 @@ class FileData:
         # Tickets issued while the group was being written count too.
         until = max(cs.held_until, self.held_until(cs.extents_changed))
         allocator = self.allocator
-        free_now = until <= time.time()
-        shared = allocator.shared
+        # (A snapshot may still name some of them: those stay used.)
         for datanode, start, count in cs.released:
-            # A snapshot may still name some of them: those stay used.
-            for s, n in shared.unshare(datanode, start, count) if shared else [(start, count)]:
-                if free_now:
-                    allocator.release(datanode, s, n)
-                else:
-                    allocator.quarantine(datanode, s, n, until)
+            allocator.drop_reference(datanode, start, count, until)
         for datanode, start, count in cs.released_held:
-            for s, n in shared.unshare(datanode, start, count) if shared else [(start, count)]:
-                allocator.quarantine(datanode, s, n, math.inf)
+            allocator.drop_reference(datanode, start, count, math.inf)
         self._give_back(cs, committed=True)
 
     def aborted(self, cs: ChangeSet) -> None:

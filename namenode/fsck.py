@@ -187,10 +187,15 @@ class Fsck:
             capacity = allocator.capacity_blocks([d])
             free = allocator.free_blocks(d, now)
             reserved = allocator.reserved_blocks(d)
-            held = allocator.quarantined_blocks(d, now) + allocator.in_doubt_blocks(d)
+            held = (
+                allocator.quarantined_blocks(d, now)
+                + allocator.in_doubt_blocks(d)
+                + allocator.deferred_blocks(d)
+            )
             # Blocks the allocator keeps from use beyond PostgreSQL's count can only be
-            # releases it holds a little longer than PostgreSQL records, and blocks of
-            # commits whose outcome it does not know.
+            # releases it holds a little longer than PostgreSQL records, blocks of
+            # commits whose outcome it does not know, and releases waiting for a
+            # snapshot being taken.
             extra = capacity - free - reserved - used.get(d, 0)
             if extra < 0:
                 errors.append(

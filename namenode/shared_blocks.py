@@ -10,19 +10,17 @@ its blocks up (`share_all`). The counts are rebuilt at namenode start from the e
 rows themselves (`from_rows`), which stay the truth.
 
 The decisions are made when a commit is published, which is in memory and in one
-event loop; but a snapshot is taken by reading PostgreSQL, and a commit releasing a
-block may be written while the snapshot reads. `ReleaseGate` keeps the two apart: a
-group commit that releases blocks holds it shared from its write to its publication,
-the taking or deleting of a snapshot holds it alone.
+event loop; but a snapshot is taken by reading PostgreSQL at one instant, and a block
+a commit drops after that instant is one the snapshot names: while a snapshot is taken
+the allocator defers the decisions (`Allocator.defer_drops`) until the snapshot's own
+counts are in. Commits are not held up meanwhile; only their freed space waits.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 
 
 class SharedBlocks:
@@ -163,53 +161,3 @@ def _sweep(
             else:
                 below.append((here, there))
     return kept, below
-
-
-class ReleaseGate:
-    """Shared by group commits that release blocks (from their write to their
-    publication), exclusive for taking and deleting snapshots. A waiting exclusive
-    holder goes before later shared ones."""
-
-    def __init__(self) -> None:
-        self._shared = 0
-        self._exclusive = False
-        self._exclusive_waiting = 0
-        self._changed = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def shared(self) -> AsyncIterator[None]:
-        """Hold the gate with other shared holders."""
-        if self._exclusive or self._exclusive_waiting:
-            async with self._changed:
-                await self._changed.wait_for(
-                    lambda: not self._exclusive and not self._exclusive_waiting
-                )
-        self._shared += 1
-        try:
-            yield
-        finally:
-            self._shared -= 1
-            if not self._shared:
-                await self._notify()
-
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        """Hold the gate alone."""
-        self._exclusive_waiting += 1
-        try:
-            async with self._changed:
-                await self._changed.wait_for(lambda: not self._exclusive and not self._shared)
-                self._exclusive = True
-        finally:
-            self._exclusive_waiting -= 1
-            if not self._exclusive:  # cancelled while waiting: let shared holders in
-                await self._notify()
-        try:
-            yield
-        finally:
-            self._exclusive = False
-            await self._notify()
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()

@@ -13,9 +13,10 @@ work on snapshot files as on any file.
 
 Blocks are freed only when no extent names them any more (`shared_blocks`): taking a
 snapshot counts its blocks up, and every release of a commit, and deleting a
-snapshot, counts them down. Taking and deleting hold the release gate alone, so a
-commit releasing blocks is written either wholly before the snapshot reads the tree
-or after its counts are up.
+snapshot, counts them down. While a snapshot is taken or deleted, the allocator
+defers its decisions on released blocks until the snapshot's counts are in (commits
+go on; only the space they free waits), so a block a commit drops after the
+snapshot's instant is not freed under it.
 
 Who may: the superuser, or the directory's owner when no directory quota limits the
 directory's tree (a snapshot keeps space that quotas do not count: an owner under a
@@ -24,9 +25,11 @@ quota could otherwise keep any amount by snapshotting and removing).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from plasmafs.core.attributes import FileKind
@@ -40,8 +43,9 @@ from plasmafs.namenode.cache import NamespaceCache
 from plasmafs.namenode.filedata import FileData
 from plasmafs.namenode.inode_records import Inode, in_snapshot
 from plasmafs.namenode.principals import Principal
-from plasmafs.namenode.shared_blocks import ReleaseGate, SharedBlocks
+from plasmafs.namenode.shared_blocks import SharedBlocks
 from plasmafs.namenode.snapshot_store import SnapshotRow, SnapshotStore
+from plasmafs.namenode.store import OutcomeUnknownError
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +70,15 @@ class Snapshots:
         store: SnapshotStore,
         data: FileData,
         cache: NamespaceCache,
-        gate: ReleaseGate,
         term: Callable[[], int],
         limited: Callable[[int], Awaitable[bool]],
+        depose: Callable[[str], None],
     ) -> None:
         self.store = store
         self.data = data
         self.cache = cache
-        self.gate = gate
+        self.depose = depose  # when PostgreSQL may have a change whose counts are not in
+        self._serial = asyncio.Lock()  # one snapshot change at a time
         self.term = term  # the namenode's current term (NotActiveError if it may not write)
         self.limited = limited  # whether a quota limits a directory's tree
         self._of_dir: dict[int, dict[str, SnapshotRow]] = {}
@@ -136,7 +141,7 @@ class Snapshots:
             raise InvalidArgumentError(
                 f"a directory has at most {MAX_SNAPSHOTS_PER_DIRECTORY} snapshots"
             )
-        async with self.gate.exclusive():
+        async with self._changing():
             taken = await self.store.take(
                 self.term(), ino, name, self.snapdir_by_dir.get(ino), time.time_ns()
             )
@@ -156,7 +161,7 @@ class Snapshots:
         ino = directory.ino
         shared = self.data.allocator.shared
         data = self.data
-        async with self.gate.exclusive():
+        async with self._changing():
             # Read tickets for the snapshot's files may be out: its blocks stay unused for
             # a ticket's lifetime (those issued before a restart: the horizon).
             until = max(time.time() + data.read_ticket_ttl, data.held_until(()))
@@ -178,6 +183,23 @@ class Snapshots:
         else:
             self.cache.commit_inode(row.snapdir_ino, deleted.snapdir, epoch, False)
         log.info("snapshot %r of directory %d deleted", name, ino)
+
+    @contextlib.asynccontextmanager
+    async def _changing(self) -> AsyncIterator[None]:
+        """One snapshot change at a time, with the allocator's decisions on dropped
+        references deferred until its counts are in. A change whose outcome in
+        PostgreSQL is unknown leaves the counts unknown: this namenode stops serving,
+        and the next one to take over counts again."""
+        async with self._serial:
+            allocator = self.data.allocator
+            allocator.defer_drops()
+            try:
+                yield
+            except OutcomeUnknownError as exc:
+                self.depose(f"a snapshot change's outcome is unknown ({exc})")
+                raise
+            finally:
+                allocator.resume_drops()
 
     def _remember(self, row: SnapshotRow) -> None:
         self._of_dir.setdefault(row.dir_ino, {})[row.name] = row

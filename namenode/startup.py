@@ -37,7 +37,6 @@ from plasmafs.namenode.replica_health import ReplicaHealth
 from plasmafs.namenode.replica_store import ReplicaStore
 from plasmafs.namenode.replication_monitor import ReplicationMonitor
 from plasmafs.namenode.settings import NamenodeSettings
-from plasmafs.namenode.shared_blocks import ReleaseGate
 from plasmafs.namenode.snapshot_store import SnapshotStore
 from plasmafs.namenode.snapshots import Snapshots
 from plasmafs.namenode.store import Store
@@ -117,7 +116,6 @@ async def open_namespace(
     await data.load()
     counts = KindCounts()
     await counts.load(store)
-    release_gate = ReleaseGate()
     after_commit: list[CommitObserver] = [
         data.publish_committed,
         counts.committed,
@@ -132,7 +130,6 @@ async def open_namespace(
         observers=after_commit,
         on_group=on_group,
         lanes=settings.commit_lanes,
-        release_gate=release_gate,
     )
     transactions = Transactions(LockManager(), committer, data, leadership)
     leases = LeaseTable(settings.lease_recall_timeout)
@@ -168,7 +165,7 @@ async def open_namespace(
         return any(quotas.limit_of(d) is not None for d in usage.above(ino))
 
     snapshots = Snapshots(
-        SnapshotStore(store), data, cache, release_gate, leadership.current_term, limited
+        SnapshotStore(store), data, cache, leadership.current_term, limited, leadership.depose
     )
     await snapshots.load()
     view.snapdirs, view.snapshotted = snapshots.snapdir_by_dir, snapshots.dir_by_snapdir

@@ -85,6 +85,9 @@ async def test_a_snapshot_reads_back_after_the_live_tree_changes(fs: Client) -> 
     assert sorted(await fs.listdir("/proj/.snapshot/s1")) == ["a", "empty", "link", "src"]
     assert await fs.listdir("/proj/.snapshot") == ["s1"]
     assert ".snapshot" not in await fs.listdir("/proj")
+    summary = await fs.summarize("/proj/.snapshot/s1")  # du -s: a walk of the copy
+    assert (summary.files, summary.directories, summary.symlinks) == (4, 2, 1)
+    assert summary.bytes == sum(len(c) for c in files.values())
     # The old blocks of a and b are kept for the snapshot: more space is in use.
     assert await _used(fs) > used
     await _records_consistent(fs)
@@ -295,3 +298,42 @@ async def test_the_mount_reads_a_snapshot_and_refuses_changes(
                 change()
             assert refused.value.errno == errno.EROFS, change
         assert (m.path / "proj" / "a").read_bytes() == b"overwritten"
+
+
+async def test_snapshots_taken_while_files_are_rewritten_and_removed(fs: Client) -> None:
+    """Each snapshot holds every file as one of its committed versions, whichever
+    commits raced it, and no block is freed under it."""
+    size = 3 * TEST_BLOCKSIZE
+    await fs.mkdir("/busy")
+    versions = 6
+
+    def content(k: int, v: int) -> bytes:
+        return bytes([k]) * (size // 2) + bytes([v]) * (size - size // 2)
+
+    for k in range(8):
+        await fs.write_file(f"/busy/f{k}", content(k, 0), replication=2)
+
+    async def rewrite(k: int) -> None:
+        for v in range(1, versions):
+            await fs.write_file(f"/busy/f{k}", content(k, v), replication=2)
+        await fs.unlink(f"/busy/f{k}")
+
+    snaps = await fs.snapshots()
+    writers = [asyncio.create_task(rewrite(k)) for k in range(8)]
+    names = []
+    for n in range(3):
+        await asyncio.sleep(0.05)
+        names.append((await snaps.create("/busy", f"s{n}")).name)
+    await asyncio.gather(*writers)
+    for name in names:
+        for path in await fs.listdir(f"/busy/.snapshot/{name}"):
+            k = int(path[1:])
+            got = await fs.read_file(f"/busy/.snapshot/{name}/{path}")
+            assert got in [content(k, v) for v in range(versions)], (name, path)
+    await _records_consistent(fs)
+    for name in names:
+        await snaps.delete("/busy", name)
+    await _records_consistent(fs)
+    async with asyncio.timeout(30):
+        while await _used(fs):
+            await asyncio.sleep(0.2)

@@ -1,11 +1,13 @@
-"""Reference counts of shared block ranges, and the gate between releasing commits and
-snapshots."""
+"""Reference counts of shared block ranges, and the allocator's decisions on dropped
+references deferred while a snapshot changes."""
 
 from __future__ import annotations
 
-import asyncio
+import math
+import time
 
-from plasmafs.namenode.shared_blocks import ReleaseGate, SharedBlocks
+from plasmafs.namenode.allocator import Allocator
+from plasmafs.namenode.shared_blocks import SharedBlocks
 
 
 def test_a_range_nobody_shares_is_freed_whole() -> None:
@@ -52,39 +54,17 @@ def test_datanodes_are_counted_apart() -> None:
     assert shared.unshare(1, 0, 4) == []
 
 
-async def test_the_gate_keeps_snapshots_and_releases_apart() -> None:
-    gate = ReleaseGate()
-    order: list[str] = []
-
-    async def release(name: str, hold: float) -> None:
-        async with gate.shared():
-            order.append(f"{name}+")
-            await asyncio.sleep(hold)
-            order.append(f"{name}-")
-
-    async def snapshot() -> None:
-        async with gate.exclusive():
-            order.append("snap+")
-            await asyncio.sleep(0.01)
-            order.append("snap-")
-
-    first = asyncio.create_task(release("a", 0.02))
-    await asyncio.sleep(0)
-    taking = asyncio.create_task(snapshot())
-    await asyncio.sleep(0)
-    later = asyncio.create_task(release("b", 0))  # waits behind the waiting snapshot
-    await asyncio.gather(first, taking, later)
-    assert order == ["a+", "a-", "snap+", "snap-", "b+", "b-"]
-
-
-async def test_a_cancelled_exclusive_wait_lets_shared_holders_in() -> None:
-    gate = ReleaseGate()
-    async with gate.shared():
-        waiting = asyncio.create_task(gate.exclusive().__aenter__())
-        await asyncio.sleep(0)
-        blocked = asyncio.create_task(gate.shared().__aenter__())
-        await asyncio.sleep(0)
-        assert not blocked.done()
-        waiting.cancel()
-        async with asyncio.timeout(1):
-            await blocked
+def test_drops_wait_while_a_snapshot_is_taken_and_then_see_its_counts() -> None:
+    allocator = Allocator()
+    allocator.add_datanode(1, 100, [(0, 10), (50, 5)])
+    assert allocator.free_blocks(1) == 85
+    allocator.defer_drops()
+    allocator.drop_reference(1, 0, 10, 0.0)  # a commit dropped the live file's blocks
+    assert allocator.free_blocks(1) == 85 and allocator.deferred_blocks(1) == 10
+    allocator.shared.share_all([(1, 0, 4)])  # the snapshot, taken before, names 0-3
+    allocator.resume_drops()
+    assert allocator.free_blocks(1) == 91 and allocator.deferred_blocks(1) == 0
+    allocator.drop_reference(1, 0, 4, math.inf)  # the snapshot goes; held (dead node)
+    assert allocator.free_blocks(1) == 91 and allocator.held_blocks() == 4
+    allocator.drop_reference(1, 50, 5, time.time() + 60)  # read tickets may be out
+    assert allocator.free_blocks(1) == 91 and allocator.held_blocks() == 9
