@@ -1,8 +1,8 @@
 """Snapshots in PostgreSQL: taking one copies a directory's tree of rows in one
 transaction, deleting one removes them (namenode/snapshots.py decides around it).
 
-Taking a snapshot reads the tree at one instant (REPEATABLE READ: every statement of
-the transaction sees the same committed state) and copies its inodes, entries and
+Taking a snapshot reads the tree at one instant (one statement: it sees one committed
+state) and copies its inodes, entries and
 extents with fresh numbers from the snapshot sequence; a file with several names in
 the tree becomes one copy with as many names. The copied extents name the same
 blocks, with the owner stamps their datanodes wrote (as a concatenation's moved
@@ -19,43 +19,51 @@ import asyncpg
 
 from plasmafs.core.attributes import FileKind
 from plasmafs.core.errors import ExistsError, NotActiveError, NotFoundError
-from plasmafs.namenode.inode_records import Inode
+from plasmafs.namenode.inode_records import SNAPSHOT_DIR_NAME, Inode
 from plasmafs.namenode.store import Store, domain_errors, inode_from_row
 
 Range = tuple[int, int, int]  # datanode, first block, blocks
 SNAPSHOT_DIR_MODE = 0o555
 _DIRECTORY = int(FileKind.DIRECTORY)
 
-_COPY_TREE = """
-INSERT INTO pfs_snapshot_map (ino, copy)
-SELECT ino, nextval('snapshot_inode_numbers') FROM (
-    WITH RECURSIVE tree(ino) AS (
-        SELECT $1::bigint
-        UNION
-        SELECT e.ino FROM tree t JOIN entries e ON e.parent = t.ino
-    )
-    SELECT ino FROM tree
-) walked
-"""
-_COPY_INODES = """
-INSERT INTO inodes (ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink,
-                    replication, blocksize, version, target, data, rdev, xattrs)
-SELECT m.copy, i.kind, i.mode, i.uid, i.gid, i.size, i.mtime_ns, i.ctime_ns, i.nlink,
-       i.replication, i.blocksize, i.version, i.target, i.data, i.rdev, i.xattrs
-FROM pfs_snapshot_map m JOIN inodes i ON i.ino = m.ino
-"""
-_COPY_ENTRIES = """
-INSERT INTO entries (parent, name, ino)
-SELECT p.copy, e.name, c.copy
-FROM entries e JOIN pfs_snapshot_map p ON p.ino = e.parent JOIN pfs_snapshot_map c ON c.ino = e.ino
-"""
-_COPY_EXTENTS = """
-INSERT INTO extents (ino, file_index, datanode_id, block_start, block_count, generation,
-                     stamp_ino, stamp_shift)
-SELECT m.copy, x.file_index, x.datanode_id, x.block_start, x.block_count, x.generation,
-       CASE WHEN x.stamp_ino = 0 THEN x.ino ELSE x.stamp_ino END, x.stamp_shift
-FROM extents x JOIN pfs_snapshot_map m ON m.ino = x.ino
-RETURNING datanode_id, block_start, block_count
+# One statement, so that every part of the copy reads the same committed state (READ
+# COMMITTED gives each statement its own snapshot); the first row names the root's copy
+# and how many inodes were copied, the others the copied extents' block ranges.
+_COPY = """
+WITH RECURSIVE tree(ino) AS (
+    SELECT $1::bigint
+    UNION
+    SELECT e.ino FROM tree t JOIN entries e ON e.parent = t.ino
+),
+copies AS MATERIALIZED (
+    SELECT ino, nextval('snapshot_inode_numbers') AS copy FROM tree
+),
+copied_inodes AS (
+    INSERT INTO inodes (ino, kind, mode, uid, gid, size, mtime_ns, ctime_ns, nlink,
+                        replication, blocksize, version, target, data, rdev, xattrs)
+    SELECT c.copy, i.kind, i.mode, i.uid, i.gid, i.size, i.mtime_ns, i.ctime_ns, i.nlink,
+           i.replication, i.blocksize, i.version, i.target, i.data, i.rdev, i.xattrs
+    FROM copies c JOIN inodes i ON i.ino = c.ino
+    RETURNING 1
+),
+copied_entries AS (
+    INSERT INTO entries (parent, name, ino)
+    SELECT p.copy, e.name, c.copy
+    FROM entries e JOIN copies p ON p.ino = e.parent JOIN copies c ON c.ino = e.ino
+    RETURNING 1
+),
+copied_extents AS (
+    INSERT INTO extents (ino, file_index, datanode_id, block_start, block_count, generation,
+                         stamp_ino, stamp_shift)
+    SELECT c.copy, x.file_index, x.datanode_id, x.block_start, x.block_count, x.generation,
+           CASE WHEN x.stamp_ino = 0 THEN x.ino ELSE x.stamp_ino END, x.stamp_shift
+    FROM extents x JOIN copies c ON c.ino = x.ino
+    RETURNING datanode_id, block_start, block_count
+)
+SELECT (SELECT copy FROM copies WHERE ino = $1), (SELECT count(*) FROM copied_inodes),
+       (SELECT count(*) FROM copied_entries), NULL::bigint
+UNION ALL
+SELECT datanode_id, block_start, block_count, 1 FROM copied_extents
 """
 _TREE_OF = """
 INSERT INTO pfs_snapshot_map (ino, copy)
@@ -118,27 +126,22 @@ class SnapshotStore:
         """Copy directory `dir_ino`'s tree as snapshot `name` (below `snapdir_ino`, made
         now when None). ExistsError if the directory has a snapshot of that name."""
         with domain_errors("taking a snapshot"):
-            async with (
-                self.store.read_connection() as conn,
-                conn.transaction(isolation="repeatable_read"),
-            ):
-                await _check_term(conn, term)
+            async with self.store.read_connection() as conn, conn.transaction():
                 if await conn.fetchval(
                     "SELECT 1 FROM snapshots WHERE dir_ino = $1 AND name = $2", dir_ino, name
                 ):
                     raise ExistsError(f"the directory already has a snapshot named {name!r}")
-                await conn.execute(
-                    "CREATE TEMP TABLE pfs_snapshot_map (ino bigint PRIMARY KEY, copy bigint)"
-                    " ON COMMIT DROP"
-                )
-                await conn.execute(_COPY_TREE, dir_ino)
-                root = await conn.fetchval(
-                    "SELECT copy FROM pfs_snapshot_map WHERE ino = $1", dir_ino
-                )
-                copied = await conn.fetchval("SELECT count(*) FROM pfs_snapshot_map")
-                await conn.execute(_COPY_INODES)
-                await conn.execute(_COPY_ENTRIES)
-                ranges = await conn.fetch(_COPY_EXTENTS)
+                if await conn.fetchval(
+                    "SELECT 1 FROM entries WHERE parent = $1 AND name = $2",
+                    dir_ino,
+                    SNAPSHOT_DIR_NAME,
+                ):
+                    raise ExistsError(
+                        f"the directory has an entry named {SNAPSHOT_DIR_NAME}: rename it first"
+                    )
+                rows = await conn.fetch(_COPY, dir_ino)
+                (root, copied, _, _) = next(r for r in rows if r[3] is None)
+                ranges = [(r[0], r[1], r[2]) for r in rows if r[3] is not None]
                 if snapdir_ino is None:
                     snapdir_ino = await _make_snapdir(conn, dir_ino, now_ns)
                 await conn.execute(
@@ -154,7 +157,8 @@ class SnapshotStore:
                        VALUES ($1, $2, $3, $4, $5, $6) RETURNING *""",
                     dir_ino, name, snapdir_ino, root, now_ns, copied - 1,
                 )  # fmt: skip
-        return Taken(_snapshot(row), snapdir, [(r[0], r[1], r[2]) for r in ranges])
+                await _check_term(conn, term)
+        return Taken(_snapshot(row), snapdir, ranges)
 
     async def delete(
         self,
@@ -169,7 +173,6 @@ class SnapshotStore:
         nobody else names are recorded released until `reusable_after` (time.time())."""
         with domain_errors("deleting a snapshot"):
             async with self.store.read_connection() as conn, conn.transaction():
-                await _check_term(conn, term)
                 row = await conn.fetchrow(
                     "DELETE FROM snapshots WHERE dir_ino = $1 AND name = $2 RETURNING *",
                     dir_ino,
@@ -201,15 +204,18 @@ class SnapshotStore:
                 )
                 released = freed([(r[0], r[1], r[2]) for r in ranges])
                 if released:
-                    until = datetime.fromtimestamp(reusable_after, UTC)
-                    await conn.executemany(
+                    await conn.execute(
                         """INSERT INTO released_extents (datanode_id, block_start, block_count,
                                                          reusable_after)
-                           VALUES ($1, $2, $3, $4)
+                           SELECT d, s, n, $4 FROM unnest($1::int[], $2::bigint[], $3::bigint[])
+                               AS r(d, s, n)
                            ON CONFLICT ON CONSTRAINT released_extents_pkey DO UPDATE SET
                                block_count = EXCLUDED.block_count,
                                reusable_after = EXCLUDED.reusable_after""",
-                        [(d, s, n, until) for d, s, n in released],
+                        [d for d, _, _ in released],
+                        [s for _, s, _ in released],
+                        [n for _, _, n in released],
+                        datetime.fromtimestamp(reusable_after, UTC),
                     )
                 inodes = [r[0] for r in gone]
                 if await conn.fetchval("SELECT 1 FROM snapshots WHERE dir_ino = $1", dir_ino):
@@ -220,10 +226,14 @@ class SnapshotStore:
                     await conn.execute("DELETE FROM inodes WHERE ino = $1", snapshot.snapdir_ino)
                     inodes.append(snapshot.snapdir_ino)
                     snapdir = None
+                await _check_term(conn, term)
         return Deleted(inodes, [(r[0], r[1], r[2]) for r in ranges], snapdir)
 
 
 async def _check_term(conn: asyncpg.Connection, term: int) -> None:
+    """Fence a change made by a deposed namenode, as the group commit does: the row lock,
+    taken last so that renewals of the lease are not held up meanwhile, orders the
+    commit before a newer term is taken."""
     found = await conn.fetchval("SELECT 1 FROM namenode_terms WHERE term = $1 FOR SHARE", term)
     if not found:
         raise NotActiveError(f"namenode term {term} has ended; another namenode is active")

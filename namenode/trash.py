@@ -97,6 +97,7 @@ class TrashEmptier:
         """Delete `path` and everything below it, BATCH removals per transaction."""
         namespace = self.parts.namespace
         directories: list[str] = []
+        kept: list[str] = []  # directories with snapshots: they stay until those are deleted
         after: list[str] = []
         while True:
             items, more = await self.parts.subtrees.walk(SUPERUSER, _place(path), after, BATCH)
@@ -105,6 +106,8 @@ class TrashEmptier:
                 full = f"{path}/{item.path}" if item.path else path
                 if item.inode.kind == _DIRECTORY:
                     directories.append(full)
+                    if item.inode.ino in namespace.snapshotted:
+                        kept.append(full)
                 else:
                     files.append(full)
             if files:
@@ -113,10 +116,16 @@ class TrashEmptier:
                 break
             after = items[-1].path.split("/")
         directories.reverse()  # the walk lists a directory before what it holds
+        if kept:
+            log.warning("trash: kept %s: it has snapshots (delete them to free it)", kept)
+            directories = [
+                d for d in directories if not any(k == d or k.startswith(d + "/") for k in kept)
+            ]
         for start in range(0, len(directories), BATCH):
             batch = directories[start : start + BATCH]
             await self._change(partial(self._each, paths=batch, remove=namespace.rmdir))
-        log.info("trash: deleted %s", path)
+        if not kept:
+            log.info("trash: deleted %s", path)
 
     async def _ensure_root(self) -> None:
         async def make(t: Txn) -> None:

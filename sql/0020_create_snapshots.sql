@@ -3,7 +3,9 @@
 -- from their own sequence at 2^62 and up so that a number alone says it is read-only;
 -- their extents name the same blocks as the live files' did (blocks are shared, never
 -- copied). A directory's snapshots hang below one hidden directory of its own (the
--- `DIR/.snapshot` a path reaches), which no entry names: this table links them.
+-- `DIR/.snapshot` a path reaches), which no entry names: this table links them. No
+-- foreign keys to inodes: each would be one more check for every inode removed anywhere
+-- (the namenode removes no directory with snapshots, and a snapshot's rows with it).
 CREATE SEQUENCE snapshot_inode_numbers START WITH 4611686018427387904 MINVALUE 4611686018427387904;
 
 CREATE TABLE snapshots (
@@ -15,8 +17,6 @@ CREATE TABLE snapshots (
     inodes      bigint NOT NULL,
     CONSTRAINT snapshots_pkey PRIMARY KEY (dir_ino, name),
     CONSTRAINT snapshots_root_key UNIQUE (root_ino),
-    CONSTRAINT snapshots_dir_ino_fkey FOREIGN KEY (dir_ino) REFERENCES inodes (ino),
-    CONSTRAINT snapshots_root_ino_fkey FOREIGN KEY (root_ino) REFERENCES inodes (ino),
     CONSTRAINT snapshots_name_check CHECK (octet_length(name) BETWEEN 1 AND 255
         AND name NOT IN ('.', '..') AND strpos(name, '/') = 0)
 );

@@ -672,20 +672,6 @@ ALTER TABLE ONLY public.s3_keys
     ADD CONSTRAINT s3_keys_uid_fkey FOREIGN KEY (uid) REFERENCES public.users(uid) ON DELETE CASCADE;
 
 --
--- Name: snapshots snapshots_dir_ino_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.snapshots
-    ADD CONSTRAINT snapshots_dir_ino_fkey FOREIGN KEY (dir_ino) REFERENCES public.inodes(ino);
-
---
--- Name: snapshots snapshots_root_ino_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.snapshots
-    ADD CONSTRAINT snapshots_root_ino_fkey FOREIGN KEY (root_ino) REFERENCES public.inodes(ino);
-
---
 -- Name: users users_gid_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 

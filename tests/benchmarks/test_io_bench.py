@@ -4,30 +4,18 @@ with one JSON line that holds every figure."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.benchmark_smoke  # benchmarks run briefly, on a small scale
+from tests.support.benchmark_runs import run_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.benchmark_smoke  # benchmarks run briefly, on a small scale
 
 
 def test_io_bench_measures_everything_and_reports_it(tmp_path: Path) -> None:
-    benchmarks = tmp_path / "BENCHMARKS.md"
-    benchmarks.write_text("# Benchmarks\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "loadtests.io_bench", "--size", "24M", "--update", str(benchmarks)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    run = run_benchmark("io_bench", tmp_path, "--size", "24M")
+    figures = run.figures
     for name in ("put_rep1", "put_rep2", "get", "cat", "cat_local", "grpc_stream", "plain_cat"):
         assert figures[f"{name}_mb_s"] > 0, name
     cpu = figures["cpu_s_per_gib"]
@@ -41,5 +29,5 @@ def test_io_bench_measures_everything_and_reports_it(tmp_path: Path) -> None:
     # Each command's own peak (not its parent's): small, whatever the file size.
     for name in ("put_client", "get_client", "cat_client", "cat_local"):
         assert 10 < figures[f"{name}_peak_mib"] < 400, name
-    section = benchmarks.read_text()
+    section = run.section
     assert "## Data path" in section and "CPU s/GiB" in section

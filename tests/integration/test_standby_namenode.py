@@ -200,6 +200,33 @@ async def test_datanodes_follow_the_takeover_and_data_goes_on(pair: Pair, tmp_pa
             datanode.stop()
 
 
+async def test_snapshots_and_their_shared_blocks_survive_a_takeover(
+    pair: Pair, tmp_path: Path
+) -> None:
+    registries = f"{pair.active.registry_address},{pair.standby.registry_address}"
+    datanode = DatanodeProcess(tmp_path / "dn", registries, TEST_CAPACITY, TEST_BLOCKSIZE)
+    try:
+        await asyncio.to_thread(datanode.start)
+        kept = os.urandom(4 * TEST_BLOCKSIZE)
+        async with Client(pair.addresses) as fs:
+            await fs.write_file("/load/f", kept, replication=1)
+            await (await fs.snapshots()).create("/load", "s")
+            await fs.unlink("/load/f")  # only the snapshot names the blocks now
+            pair.active.kill9()
+            async with asyncio.timeout(60):
+                while (await fs.fsstat()).live_datanodes < 1:
+                    await asyncio.sleep(0.1)
+            assert (await fs.connection()).address == pair.standby.address
+            assert [s.name for s in await (await fs.snapshots()).list("/load")] == ["s"]
+            # The new active counts the snapshot's blocks as used: new data lands elsewhere.
+            await fs.write_file("/load/g", os.urandom(TEST_CAPACITY // 2), replication=1)
+            assert await fs.read_file("/load/.snapshot/s/f") == kept
+            items = [item async for item in fs.fsck("/")]
+            assert items[-1].record_errors == ()  # type: ignore[union-attr]
+    finally:
+        datanode.stop()
+
+
 async def test_a_mount_goes_on_across_a_takeover(pair: Pair, tmp_path: Path) -> None:
     with mounted(pair.addresses, tmp_path / "mnt") as mount:
         load = mount.path / "load"

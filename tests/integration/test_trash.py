@@ -336,3 +336,34 @@ async def test_a_tree_goes_to_the_trash_only_if_its_remover_could_delete_it(
     finally:
         await alice.close()
         await bob.close()
+
+
+async def test_a_directory_with_snapshots_stays_in_the_trash_until_they_are_deleted(
+    short: DataCluster,
+) -> None:
+    async with connected_client(short.namenode.address) as fs:
+        await fs.mkdir("/p")
+        await fs.mkdir("/p/kept")
+        await fs.write_file("/p/kept/f", b"snapshotted")
+        await fs.mkdir("/p/other")
+        await fs.write_file("/p/other/g", b"plain")
+        snaps = await fs.snapshots()
+        await snaps.create("/p/kept", "s")
+        await fs.remove("/p", recursive=True)
+
+        async def checkpoints() -> list[str]:
+            return await fs.listdir("/.Trash/root")
+
+        async def emptied_around_it() -> bool:
+            names = await checkpoints()
+            if len(names) != 1 or names[0] == "Current":
+                return False
+            below = await fs.listdir(f"/.Trash/root/{names[0]}/p")
+            return below == ["kept"] and await fs.listdir(f"/.Trash/root/{names[0]}/p/kept") == []
+
+        await eventually(emptied_around_it, timeout=20)
+        (checkpoint,) = await checkpoints()
+        kept = f"/.Trash/root/{checkpoint}/p/kept"
+        assert await fs.read_file(f"{kept}/.snapshot/s/f") == b"snapshotted"
+        await snaps.delete(kept, "s")
+        await eventually(lambda: _trash_empty(fs), timeout=20)
