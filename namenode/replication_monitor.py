@@ -57,6 +57,7 @@ SCHEDULE_LOOKS = 2000  # queued groups looked at per heartbeat, at most
 CHECK_BATCH = 1000  # files checked per query
 FULL_SCAN_FILES = 20 * CHECK_BATCH  # more files to check than this: a full scan is cheaper
 MAX_VERIFY = 1 << 20  # blocks a client may ask to verify at once
+LOGGED_CORRUPT = 20  # corrupt ranges of one report logged one by one
 
 
 @dataclass(slots=True)
@@ -594,11 +595,19 @@ class ReplicationMonitor:
         """Record blocks a datanode found corrupt (only those replicas use)."""
         hits = await self.replicas.record_corrupt(datanode, ranges)
         self.health.load_corrupt((datanode, start, count) for _, start, count in hits)
-        for ino, start, count in hits:
+        for ino, start, count in hits[:LOGGED_CORRUPT]:
             log.warning(
                 "datanode %d: blocks %d+%d of file %d are corrupt", datanode, start, count, ino
             )
-            self._dirty.add(ino)
+        if len(hits) > LOGGED_CORRUPT:
+            # A failing disk reports its blocks by the thousand: a line each would keep
+            # the event loop from renewing the lease.
+            log.warning(
+                "datanode %d: %d more corrupt block ranges (not listed; fsck -list-corrupt)",
+                datanode,
+                len(hits) - LOGGED_CORRUPT,
+            )
+        self._dirty.update(ino for ino, _, _ in hits)
         self._wake.set()
 
     def wake(self) -> None:
