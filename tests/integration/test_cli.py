@@ -18,6 +18,8 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from plasmafs.client import Client, FileKind, SyncClient
 from plasmafs.core.attributes import Attr
 from plasmafs.local.cluster import load_state, process_alive
@@ -361,6 +363,7 @@ def test_without_a_configured_namenode_every_command_fails_in_one_line(
     assert list(home.iterdir()) == []  # a client never writes into PFS_HOME
 
 
+@pytest.mark.slow  # a fault test that waits out the client's retries (~10 s)
 def test_unreachable_namenode_fails_in_one_line_within_15_seconds(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
