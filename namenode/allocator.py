@@ -361,6 +361,20 @@ class Allocator:
         (never, with infinity, until `unhold`)."""
         self._quarantine.append((until, datanode, start, count))
 
+    def keep_named(self, named: list[tuple[int, int, int]]) -> None:
+        """Take the ranges (datanode, start, count) that extents name out of the held
+        releases: a release recorded for a block a snapshot still names (PostgreSQL
+        records every release, shared or not) must never make it free."""
+        by_datanode: dict[int, list[tuple[int, int]]] = {}
+        for d, s, c in named:
+            by_datanode.setdefault(d, []).append((s, s + c))
+        merged = {d: _merged(ranges) for d, ranges in by_datanode.items()}
+        kept: list[tuple[float, int, int, int]] = []
+        for until, d, s, c in self._quarantine:
+            for start, end in _without(s, s + c, merged.get(d, [])):
+                kept.append((until, d, start, end - start))
+        self._quarantine = kept
+
     def unhold(self, datanode: int, until: float) -> None:
         """A dead datanode returned: its held blocks become free after `until`."""
         self._quarantine = [
@@ -393,3 +407,32 @@ def _append(placed: list[Placement], new: Placement) -> None:
             placed[-1] = Placement(last.count + new.count, last.datanodes, last.starts)
             return
     placed.append(new)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, overlapping or touching (start, end) ranges joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _without(start: int, end: int, merged: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) less the sorted, disjoint ranges `merged`."""
+    pieces: list[tuple[int, int]] = []
+    i = bisect.bisect_right(merged, (start, math.inf)) - 1
+    i = max(i, 0)
+    position = start
+    while i < len(merged) and merged[i][0] < end:
+        lo, hi = merged[i]
+        if hi > position:
+            if lo > position:
+                pieces.append((position, lo))
+            position = max(position, hi)
+        i += 1
+    if position < end:
+        pieces.append((position, end))
+    return pieces

@@ -92,7 +92,9 @@ class Snapshots:
             self._remember(row)
         ranges = await self.store.store.extent_ranges_if_shared()
         if ranges:
-            self.data.allocator.shared = SharedBlocks.from_rows(ranges)
+            allocator = self.data.allocator
+            allocator.shared = SharedBlocks.from_rows(ranges)
+            allocator.keep_named(ranges)
 
     # --- what path resolution asks ------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ from plasmafs.core.errors import (
     ReadOnlyError,
 )
 from plasmafs.fsspec.filesystem import PlasmaFileSystem
-from tests.conftest import TEST_BLOCKSIZE, DataCluster, connected_client
+from tests.conftest import TEST_BLOCKSIZE, DataCluster, connected_client, data_cluster_processes
 from tests.support.accounts import TOKENS, UIDS
 from tests.support.cli_runner import Result, clean_env, run_pfs
 from tests.support.mounts import mounted
@@ -337,3 +337,38 @@ async def test_snapshots_taken_while_files_are_rewritten_and_removed(fs: Client)
     async with asyncio.timeout(30):
         while await _used(fs):
             await asyncio.sleep(0.2)
+
+
+@pytest.fixture
+def short_tickets(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
+    """The data cluster with read tickets of 2 s: released blocks are held that long."""
+    yield from data_cluster_processes(
+        dsn, tmp_path, inline_limit=0, env={"PFS_NAMENODE_READ_TICKET_TTL": "2"}
+    )
+
+
+async def test_a_restart_does_not_free_what_a_snapshot_names_after_a_release(
+    short_tickets: DataCluster,
+) -> None:
+    """PostgreSQL records every release, also of blocks a snapshot still names; the
+    restarted namenode must not free them when the release's hold ends."""
+    cluster = short_tickets
+    content = os.urandom(6 * TEST_BLOCKSIZE)
+    async with connected_client(cluster.namenode.address) as fs:
+        await fs.mkdir("/h")
+        await fs.write_file("/h/f", content, replication=3)
+        await (await fs.snapshots()).create("/h", "s")
+        assert await fs.read_file("/h/f") == content  # read tickets: the release is held
+        await fs.unlink("/h/f")
+    cluster.namenode.stop()
+    cluster.namenode.start()
+    async with connected_client(cluster.namenode.address) as fs:
+        async with asyncio.timeout(30):
+            while (await fs.fsstat()).live_datanodes < len(cluster.datanodes):
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(4)  # the recorded hold is over
+        st = await fs.fsstat()
+        free = st.capacity_bytes - st.used_bytes  # all of it, if the snapshot's were free
+        await fs.write_file("/fill", os.urandom(free // 3 - TEST_BLOCKSIZE), replication=3)
+        assert await fs.read_file("/h/.snapshot/s/f") == content
+        await _records_consistent(fs)

@@ -68,3 +68,16 @@ def test_drops_wait_while_a_snapshot_is_taken_and_then_see_its_counts() -> None:
     assert allocator.free_blocks(1) == 91 and allocator.held_blocks() == 4
     allocator.drop_reference(1, 50, 5, time.time() + 60)  # read tickets may be out
     assert allocator.free_blocks(1) == 91 and allocator.held_blocks() == 9
+
+
+def test_releases_loaded_for_blocks_extents_still_name_are_not_held() -> None:
+    allocator = Allocator()
+    allocator.add_datanode(1, 100, [(0, 20), (40, 10)])  # extents and releases as loaded
+    future = time.time() + 60
+    allocator.quarantine(1, 0, 20, future)  # released by the live file, but 5-14 are named
+    allocator.quarantine(1, 40, 10, math.inf)  # held for a dead datanode, all named
+    allocator.keep_named([(1, 5, 5), (1, 8, 7), (1, 38, 20)])
+    assert allocator.held_blocks() == 10  # 0-4 and 15-19 only
+    assert allocator.free_blocks(1, now=future + 1) == 70 + 10
+    allocator.unhold(1, 0.0)
+    assert allocator.free_blocks(1) == 80  # 40-49 stay used: extents name them
