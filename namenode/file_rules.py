@@ -15,7 +15,8 @@ from dataclasses import replace
 from plasmafs.core.attributes import Attr, Extent, FileKind
 from plasmafs.core.errors import InvalidArgumentError, IsDirectoryError, NotFoundError
 from plasmafs.namenode.filedata import FileData
-from plasmafs.namenode.inode_records import Inode
+from plasmafs.namenode.inode_records import Inode, in_snapshot
+from plasmafs.namenode.locks import SNAPSHOT_UPKEEP_LOCK
 from plasmafs.namenode.permissions import R, W
 from plasmafs.namenode.principals import SUPERUSER, Principal
 from plasmafs.namenode.quotas import Quotas
@@ -115,6 +116,8 @@ class FileRules:
         txn.upkeep = True
         try:
             txns.writable(txn)
+            if in_snapshot(ino):
+                await txns.lock(txn, SNAPSHOT_UPKEEP_LOCK, False)
             await txns.lock(txn, ("i", ino), True)
             inode = await self._view.inode(txn, ino)
             if inode is None or inode.kind is not FileKind.FILE or not await change(txn):

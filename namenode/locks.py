@@ -23,6 +23,9 @@ LockKey = Hashable
 # Taken exclusively by a move of a directory to another parent, shared by a commit
 # charged to directory quotas: the tree a charge walks cannot change under it.
 DIRTREE_LOCK: LockKey = ("dirtree",)
+# Shared by the namenode's upkeep of a snapshot file's block lists (re-replication),
+# exclusive while a snapshot is deleted: its rows go without the files' own locks.
+SNAPSHOT_UPKEEP_LOCK: LockKey = ("snapshot-upkeep",)
 
 
 @dataclass(eq=False, slots=True)

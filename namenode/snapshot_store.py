@@ -141,6 +141,8 @@ class SnapshotStore:
                     )
                 rows = await conn.fetch(_COPY, dir_ino)
                 (root, copied, _, _) = next(r for r in rows if r[3] is None)
+                if not copied:
+                    raise NotFoundError("the directory was removed")
                 ranges = [(r[0], r[1], r[2]) for r in rows if r[3] is not None]
                 if snapdir_ino is None:
                     snapdir_ino = await _make_snapdir(conn, dir_ino, now_ns)

@@ -159,13 +159,22 @@ async def open_namespace(
     namespace.no_leases_below = quotas.limited
 
     async def limited(ino: int) -> bool:
+        """Whether a quota limits directory `ino`, one above it or one below it."""
         if not quotas.limits_any():
             return False
         await usage.wait_ready()
-        return any(quotas.limit_of(d) is not None for d in usage.above(ino))
+        if any(quotas.limit_of(d) is not None for d in usage.above(ino)):
+            return True
+        return any(ino in usage.above(q) for q in list(quotas.limited))
 
     snapshots = Snapshots(
-        SnapshotStore(store), data, cache, leadership.current_term, limited, leadership.depose
+        SnapshotStore(store),
+        data,
+        cache,
+        leadership.current_term,
+        limited,
+        leadership.depose,
+        transactions.locks,
     )
     await snapshots.load()
     view.snapdirs, view.snapshotted = snapshots.snapdir_by_dir, snapshots.dir_by_snapdir

@@ -505,9 +505,12 @@ class Store:
             return int(await conn.fetchval("SELECT nextval('inode_numbers')"))
 
     async def count_kinds(self) -> dict[FileKind, int]:
-        """How many inodes of each kind exist."""
+        """How many inodes of each kind exist (outside snapshots)."""
         async with self._read() as conn:
-            rows = await conn.fetch("SELECT kind, count(*) AS n FROM inodes GROUP BY kind")
+            rows = await conn.fetch(
+                "SELECT kind, count(*) AS n FROM inodes WHERE ino < $1 GROUP BY kind",
+                SNAPSHOT_INO_BASE,
+            )
         return {FileKind(r["kind"]): int(r["n"]) for r in rows}
 
     # --- the group commit ---------------------------------------------------------

@@ -29,6 +29,7 @@ from tests.conftest import TEST_BLOCKSIZE, DataCluster, connected_client, data_c
 from tests.support.accounts import TOKENS, UIDS
 from tests.support.cli_runner import Result, clean_env, run_pfs
 from tests.support.mounts import mounted
+from tests.support.waiting import eventually
 
 SIZE = 5 * TEST_BLOCKSIZE + 123
 
@@ -198,10 +199,16 @@ async def test_who_may_take_snapshots(fs: Client, data_cluster: DataCluster) -> 
         await snaps.create("/alice", "mine")
         with pytest.raises(OperationNotPermittedError):
             await snaps.create("/root-only", "theirs")
+        await fs.mkdir("/alice/limited")
+        await fs.chown("/alice/limited", uid=UIDS["alice"])
+        await fs.set_quota("/alice/limited", entries=100)  # a quota below: refused too
+        with pytest.raises(OperationNotPermittedError, match="quota"):
+            await snaps.create("/alice", "over-a-quota")
         await fs.set_quota("/alice", entries=100)
         with pytest.raises(OperationNotPermittedError, match="quota"):
             await snaps.create("/alice", "under-quota")
-        assert [s.name for s in await snaps.list("/alice")] == ["mine"]
+        await (await fs.snapshots()).create("/alice", "by-root")  # a superuser may
+        assert [s.name for s in await snaps.list("/alice")] == ["mine", "by-root"]
     finally:
         await alice.close()
 
@@ -372,3 +379,37 @@ async def test_a_restart_does_not_free_what_a_snapshot_names_after_a_release(
         await fs.write_file("/fill", os.urandom(free // 3 - TEST_BLOCKSIZE), replication=3)
         assert await fs.read_file("/h/.snapshot/s/f") == content
         await _records_consistent(fs)
+
+
+@pytest.fixture
+def healing(dsn: str, tmp_path: Path) -> Iterator[DataCluster]:
+    """The data cluster replacing a dead datanode's replicas after 2 s."""
+    yield from data_cluster_processes(
+        dsn, tmp_path, inline_limit=0, env={"PFS_NAMENODE_REPLICA_LOST_AFTER": "2"}
+    )
+
+
+async def test_a_lost_datanode_s_replicas_of_a_snapshot_are_replaced(healing: DataCluster) -> None:
+    content = os.urandom(5 * TEST_BLOCKSIZE)
+    async with connected_client(healing.namenode.address) as fs:
+        await fs.mkdir("/k")
+        await fs.write_file("/k/f", content, replication=2)
+        snaps = await fs.snapshots()
+        await snaps.create("/k", "s")
+        await fs.unlink("/k/f")  # only the snapshot names the blocks
+        blocks = await fs.blocks("/k/.snapshot/s/f")
+        first = blocks.extents[0].replicas[0]
+        holder = first.datanode_id
+        next(d for d in healing.datanodes if d.address == first.address).stop()
+
+        async def replaced() -> bool:
+            listed = await fs.blocks("/k/.snapshot/s/f")
+            return all(
+                sum(r.datanode_id != holder for r in e.replicas) == 2 for e in listed.extents
+            )
+
+        await eventually(replaced, timeout=60)
+        assert await fs.read_file("/k/.snapshot/s/f") == content
+        await snaps.delete("/k", "s")  # waits for the upkeep of its files, then goes
+        with pytest.raises(NotFoundError):
+            await fs.lookup("/k/.snapshot/s/f")
