@@ -176,7 +176,8 @@ class Balancer:
 
     def _movable(self, rows: list[ExtentRow], source: int, target: int) -> ExtentRow | None:
         """The source's row of the group if it may move to `target`: every replica live,
-        none on the target already, and no fewer locations afterwards."""
+        none on the target already, no fewer locations afterwards, and its blocks named by
+        this file alone."""
         if not rows or any(r.datanode_id == target for r in rows):
             return None
         if any(self.health.state(r) is not ReplicaState.LIVE for r in rows):
@@ -184,6 +185,9 @@ class Balancer:
         moving = next((r for r in rows if r.datanode_id == source), None)
         if moving is None:
             return None
+        if self.data.allocator.shared.is_shared(source, moving.block_start, moving.block_count):
+            return None  # a snapshot names them too: moving would free nothing here
+
         where = self.registry.location
         before = {where(r.datanode_id) for r in rows}
         after = {where(r.datanode_id) for r in rows if r is not moving} | {where(target)}

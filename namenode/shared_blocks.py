@@ -59,6 +59,14 @@ class SharedBlocks:
         seg = self._segments.get(datanode)
         return sum(e - s for s, e in zip(seg[0], seg[1], strict=True)) if seg else 0
 
+    def is_shared(self, datanode: int, start: int, count: int) -> bool:
+        """True if some block of the range is named by more than one extent."""
+        seg = self._segments.get(datanode)
+        if seg is None:
+            return False
+        i = bisect.bisect_right(seg[1], start)
+        return i < len(seg[0]) and seg[0][i] < start + count
+
     def share_all(self, rows: Iterable[tuple[int, int, int]]) -> None:
         """One more reference to each of the ranges (datanode, start, count)."""
         for datanode, ranges in _by_datanode(rows).items():

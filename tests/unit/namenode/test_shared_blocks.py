@@ -20,6 +20,8 @@ def test_shared_blocks_are_freed_by_the_last_reference_only() -> None:
     shared = SharedBlocks()
     shared.share_all([(1, 0, 10)])  # a snapshot of a file on blocks 0-9
     assert shared.shared_blocks(1) == 10
+    assert shared.is_shared(1, 9, 5) and not shared.is_shared(1, 10, 5)
+    assert not shared.is_shared(2, 0, 10)
     assert shared.unshare(1, 0, 10) == []  # the live file drops them: the snapshot keeps
     assert shared.unshare(1, 0, 10) == [(0, 10)]  # the snapshot goes: free
     assert not shared
