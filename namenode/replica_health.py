@@ -136,8 +136,12 @@ class ReplicaHealth:
             del self._corrupt[datanode]
 
     def forget_released(self, cs: ChangeSet) -> None:
-        """A committed change set released blocks: forget their corruption."""
-        for datanode, start, count in (*cs.released, *cs.released_held):
+        """A committed change set released blocks: forget their corruption, but where
+        another extent (a snapshot's) still names them (told before the release is
+        counted: the commit observers call this first)."""
+        released = [*cs.released, *cs.released_held]
+        shared = self.registry.allocator.shared
+        for datanode, start, count in shared.freed_by(released) if shared else released:
             self.forget_corrupt(datanode, start, count)
 
     def forget_datanode(self, datanode: int) -> None:

@@ -2,10 +2,11 @@
 the cache, the datanodes and their space, file data, transactions and the committer,
 the namespace and file rules, and replica health on top.
 
-What runs after a commit is one list, in order, that the committer is given: file data
-publishes the block lists and settles the allocator, the kind counts count, replica
-health forgets corruption of released blocks, and (once replica health runs) the
-replication monitor looks again at the files the commit touched.
+What runs after a commit is one list, in order, that the committer is given: replica
+health forgets corruption of released blocks (those no snapshot still names), file
+data publishes the block lists and settles the allocator, the kind counts count, and
+(once replica health runs) the replication monitor looks again at the files the
+commit touched.
 """
 
 from __future__ import annotations
@@ -117,9 +118,9 @@ async def open_namespace(
     counts = KindCounts()
     await counts.load(store)
     after_commit: list[CommitObserver] = [
+        health.forget_released,  # first: it asks whether snapshots name released blocks
         data.publish_committed,
         counts.committed,
-        health.forget_released,
     ]
     committer = Committer(
         store,
