@@ -6,6 +6,7 @@ consistent throughout; a restart keeps it all; who may take them; diff."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -46,6 +47,18 @@ async def _records_consistent(fs: Client) -> None:
     assert isinstance(summary, FsckSummary)
     assert summary.record_errors == (), summary.record_errors
     assert summary.missing_blocks == 0 and summary.corrupt_blocks == 0
+
+
+@contextlib.asynccontextmanager
+async def _restarted(cluster: DataCluster) -> AsyncIterator[Client]:
+    """Restart the namenode; a client once every datanode is live again."""
+    cluster.namenode.stop()
+    cluster.namenode.start()
+    async with connected_client(cluster.namenode.address) as fs:
+        async with asyncio.timeout(30):
+            while (await fs.fsstat()).live_datanodes < len(cluster.datanodes):
+                await asyncio.sleep(0.05)  # heartbeats arrive every 200 ms
+        yield fs
 
 
 async def _used(fs: Client) -> int:
@@ -175,12 +188,7 @@ async def test_a_restart_keeps_snapshots_and_their_shared_blocks(
         await fs.write_file("/r/f", content, replication=2)
         await (await fs.snapshots()).create("/r", "before")
         await fs.unlink("/r/f")
-    data_cluster.namenode.stop()
-    data_cluster.namenode.start()
-    async with connected_client(data_cluster.namenode.address) as fs:
-        async with asyncio.timeout(30):
-            while (await fs.fsstat()).live_datanodes < len(data_cluster.datanodes):
-                await asyncio.sleep(0.05)  # heartbeats arrive every 200 ms
+    async with _restarted(data_cluster) as fs:
         assert [s.name for s in await (await fs.snapshots()).list("/r")] == ["before"]
         assert await fs.read_file("/r/.snapshot/before/f") == content
         # The restarted namenode counts the snapshot's blocks as used.
@@ -367,12 +375,7 @@ async def test_a_restart_does_not_free_what_a_snapshot_names_after_a_release(
         await (await fs.snapshots()).create("/h", "s")
         assert await fs.read_file("/h/f") == content  # read tickets: the release is held
         await fs.unlink("/h/f")
-    cluster.namenode.stop()
-    cluster.namenode.start()
-    async with connected_client(cluster.namenode.address) as fs:
-        async with asyncio.timeout(30):
-            while (await fs.fsstat()).live_datanodes < len(cluster.datanodes):
-                await asyncio.sleep(0.05)
+    async with _restarted(cluster) as fs:
         await asyncio.sleep(4)  # the recorded hold is over
         st = await fs.fsstat()
         free = st.capacity_bytes - st.used_bytes  # all of it, if the snapshot's were free
