@@ -48,7 +48,7 @@ class SharedBlocks:
         return shared
 
     def extra_blocks(self) -> int:
-        """Block references beyond the first, summed (for metrics)."""
+        """Block references beyond the first, summed over every datanode."""
         return sum(
             sum((e - s) * n for s, e, n in zip(*seg, strict=True))
             for seg in self._segments.values()

@@ -2,11 +2,11 @@
 transaction, deleting one removes them (namenode/snapshots.py decides around it).
 
 Taking a snapshot reads the tree at one instant (one statement: it sees one committed
-state) and copies its inodes, entries and
-extents with fresh numbers from the snapshot sequence; a file with several names in
-the tree becomes one copy with as many names. The copied extents name the same
-blocks, with the owner stamps their datanodes wrote (as a concatenation's moved
-extents do), so that reads, tickets and re-replication treat them as any file's.
+state) and copies its inodes, entries and extents with fresh numbers from the snapshot
+sequence; a file with several names in the tree becomes one copy with as many names.
+The copied extents name the same blocks, with the owner stamps their datanodes wrote
+(as a concatenation's moved extents do), so that reads, tickets and re-replication
+treat them as any file's.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ SNAPSHOT_DIR_MODE = 0o555
 _DIRECTORY = int(FileKind.DIRECTORY)
 
 # One statement, so that every part of the copy reads the same committed state (READ
-# COMMITTED gives each statement its own snapshot); the first row names the root's copy
-# and how many inodes were copied, the others the copied extents' block ranges.
+# COMMITTED gives each statement its own snapshot). One row, its last column NULL, names
+# the root's copy and how many inodes were copied; the others the copied extents' block
+# ranges. (A data-modifying part runs whether or not the query reads it.)
 _COPY = """
 WITH RECURSIVE tree(ino) AS (
     SELECT $1::bigint
@@ -50,7 +51,6 @@ copied_entries AS (
     INSERT INTO entries (parent, name, ino)
     SELECT p.copy, e.name, c.copy
     FROM entries e JOIN copies p ON p.ino = e.parent JOIN copies c ON c.ino = e.ino
-    RETURNING 1
 ),
 copied_extents AS (
     INSERT INTO extents (ino, file_index, datanode_id, block_start, block_count, generation,
@@ -61,13 +61,13 @@ copied_extents AS (
     RETURNING datanode_id, block_start, block_count
 )
 SELECT (SELECT copy FROM copies WHERE ino = $1), (SELECT count(*) FROM copied_inodes),
-       (SELECT count(*) FROM copied_entries), NULL::bigint
+       NULL::bigint, NULL::bigint
 UNION ALL
 SELECT datanode_id, block_start, block_count, 1 FROM copied_extents
 """
 _TREE_OF = """
-INSERT INTO pfs_snapshot_map (ino, copy)
-SELECT ino, ino FROM (
+INSERT INTO pfs_snapshot_map (ino)
+SELECT ino FROM (
     WITH RECURSIVE tree(ino) AS (
         SELECT $1::bigint
         UNION
@@ -184,8 +184,7 @@ class SnapshotStore:
                     raise NotFoundError(f"the directory has no snapshot named {name!r}")
                 snapshot = _snapshot(row)
                 await conn.execute(
-                    "CREATE TEMP TABLE pfs_snapshot_map (ino bigint PRIMARY KEY, copy bigint)"
-                    " ON COMMIT DROP"
+                    "CREATE TEMP TABLE pfs_snapshot_map (ino bigint PRIMARY KEY) ON COMMIT DROP"
                 )
                 await conn.execute(_TREE_OF, snapshot.root_ino)
                 ranges = await conn.fetch(

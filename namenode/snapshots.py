@@ -88,7 +88,7 @@ class Snapshots:
         self.term = term  # the namenode's current term (NotActiveError if it may not write)
         self.limited = limited  # whether a quota limits a directory's tree
         self._of_dir: dict[int, dict[str, SnapshotRow]] = {}
-        # Changed in place only: path resolution holds them (View.snapdirs, .snapshotted).
+        # Changed in place only: path resolution holds them (View.snapdirs, .snapdir_parents).
         self.snapdir_by_dir: dict[int, int] = {}
         self.dir_by_snapdir: dict[int, int] = {}
 
@@ -102,24 +102,10 @@ class Snapshots:
             allocator.shared = SharedBlocks.from_rows(ranges)
             allocator.keep_named(ranges)
 
-    # --- what path resolution asks ------------------------------------------------------
-
-    def snapdir_of(self, dir_ino: int) -> int | None:
-        """The hidden directory of `dir_ino`'s snapshots, None if it has none."""
-        return self.snapdir_by_dir.get(dir_ino)
-
-    def dir_of(self, snapdir_ino: int) -> int | None:
-        """The directory whose snapshots `snapdir_ino` holds, None if it is no such."""
-        return self.dir_by_snapdir.get(snapdir_ino)
-
     def listed(self, dir_ino: int) -> list[SnapshotInfo]:
         """The snapshots of a directory, oldest first."""
         rows = sorted(self._of_dir.get(dir_ino, {}).values(), key=lambda r: r.created_ns)
         return [SnapshotInfo(r.name, r.root_ino, r.created_ns, r.inodes) for r in rows]
-
-    def count(self) -> int:
-        """How many snapshots exist."""
-        return sum(len(names) for names in self._of_dir.values())
 
     # --- taking and deleting ----------------------------------------------------------
 

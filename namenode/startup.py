@@ -178,7 +178,7 @@ async def open_namespace(
         transactions.locks,
     )
     await snapshots.load()
-    view.snapdirs, view.snapshotted = snapshots.snapdir_by_dir, snapshots.dir_by_snapdir
+    view.snapdirs, view.snapdir_parents = snapshots.snapdir_by_dir, snapshots.dir_by_snapdir
     namespace.snapshotted = snapshots.snapdir_by_dir
     files = FileRules(view, transactions, data, inline_limit=settings.inline_limit)
     files.quotas = quotas

@@ -51,7 +51,7 @@ class View:
         # Directory -> the hidden directory of its snapshots, and back (namenode/
         # snapshots.py keeps them): `DIR/.snapshot` is answered here, no entry names it.
         self.snapdirs: Mapping[int, int] = {}
-        self.snapshotted: Mapping[int, int] = {}
+        self.snapdir_parents: Mapping[int, int] = {}
 
     async def committed_inode(self, ino: int) -> Inode | None:
         """The committed inode `ino`, None if there is none."""
@@ -86,8 +86,8 @@ class View:
         return await self._read_parent(ino)
 
     async def _read_parent(self, ino: int) -> int | None:
-        if ino in self.snapshotted:
-            return self.snapshotted[ino]
+        if ino in self.snapdir_parents:
+            return self.snapdir_parents[ino]
         epoch = self.cache.epoch
         parent = await self.store.get_parent(ino)
         self.cache.fill_parent(ino, parent, epoch)
