@@ -308,6 +308,25 @@ class Client(ClientXattrs, ClientLocks):
         """Attributes at `path` (a symlink itself unless follow=True)."""
         return await self._read(lambda r: r.lookup(path, follow=follow))
 
+    async def lookup_for_reading(
+        self, path: Where, *, within: int
+    ) -> tuple[Attr, BlockList | None]:
+        """Attributes at `path` (a symlink itself), with the block list of a regular
+        file of at most `within` bytes the caller may read (else None); `reader_of`
+        opens it without another request."""
+        return await self._read(lambda r: r.lookup_for_reading(path, within=within))
+
+    async def reader_of(self, blocks: BlockList) -> FileReader:
+        """A reader of the file version `blocks` describes (from `lookup_for_reading`
+        or another reader), opened without a request: check first that it is still
+        the file's current version if the open must see the latest."""
+        from plasmafs.client.file_reader import FileReader
+
+        if blocks.attr is None:
+            raise InvalidArgumentError("a block list without attributes cannot be opened")
+        reader = FileReader(CommittedReads(await self.connection()), self.data, blocks.attr.ino)
+        return reader.opened_with(blocks)
+
     async def stat(self, path: str) -> Attr:
         """Attributes at `path`, following symbolic links."""
         return await self._read(lambda r: r.stat(path))

@@ -70,6 +70,13 @@ class FileReader(FileObject):
         self.attr = attr
         return self
 
+    def opened_with(self, blocks: BlockList) -> FileReader:
+        """Open on a block list fetched before (with its attributes): no request."""
+        assert blocks.attr is not None
+        self._take(blocks)
+        self.attr = check_regular(blocks.attr, self.path)
+        return self
+
     def _take(self, blocks: BlockList) -> None:
         self.blocks = blocks
         expiries = [

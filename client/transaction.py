@@ -89,6 +89,27 @@ class Reads(XattrReads):
         q.path, q.dir, q.follow = raw, directory, follow
         return self._attr(future)
 
+    def lookup_for_reading(
+        self, path: Where, *, within: int
+    ) -> Awaitable[tuple[Attr, BlockList | None]]:
+        """Attributes of the inode at `path` (never followed), and the block list of a
+        regular file of at most `within` bytes that the caller may read (None
+        otherwise, and from a namenode that does not send one): an open that follows
+        may begin reading without asking again."""
+        raw, directory = paths.wire_place(path)
+        _u64(within=within)
+        request, future = self._new()
+        q = request.lookup
+        q.path, q.dir, q.blocks_within = raw, directory, within
+        return self._attr_and_blocks(future)
+
+    async def _attr_and_blocks(self, future: Pending) -> tuple[Attr, BlockList | None]:
+        response = await self._result(future)
+        if response.HasField("block_list"):
+            blocks = BlockList.from_wire(response.block_list)
+            return Attr.from_wire(response.block_list.attr), blocks
+        return Attr.from_wire(response.attr), None
+
     def stat(self, path: str) -> Awaitable[Attr]:
         """Attributes of the inode at `path`, following symbolic links."""
         return self.lookup(path, follow=True)

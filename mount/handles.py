@@ -107,6 +107,17 @@ class OpenFile:
         handle.reader = reader
         return handle
 
+    @classmethod
+    def on_reader(cls, fs: Client, reader: FileReader) -> OpenFile:
+        """A read-only open file of the version `reader` opened, its first chunk
+        fetched from now on (the kernel's first read is about to come)."""
+        assert reader.attr is not None
+        handle = cls(fs, reader.attr, writable=False)
+        handle.reader = reader
+        handle.prefetch = Prefetch(reader.pread, reader.size)
+        handle.prefetch.start()
+        return handle
+
     @property
     def ino(self) -> int:
         """The inode open here."""

@@ -24,8 +24,9 @@ import pyfuse3
 
 from plasmafs.client import At, Client
 from plasmafs.client.callers import LocalCaller, acting_for, current_caller
-from plasmafs.core.attributes import Attr, DirEntry, FileKind
+from plasmafs.core.attributes import Attr, BlockList, DirEntry, FileKind
 from plasmafs.core.errors import NotFoundError
+from plasmafs.mount import looked_up
 from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.direct_writes import DirectWrites
 from plasmafs.mount.file_locks import KernelLocks, close_unstarted, locks_cross_hosts
@@ -155,6 +156,7 @@ class PlasmaOperations(pyfuse3.Operations):
         self._listings: dict[int, _Listing] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
+        self.looked_up = looked_up.LookedUp()  # block lists for the opens after lookups
         # pyfuse3 reads this when the kernel connects (FUSE_INIT).
         self.enable_writeback_cache = options.writeback
         self.view: KernelView | NoWritebackView = (
@@ -198,13 +200,16 @@ class PlasmaOperations(pyfuse3.Operations):
         if known is not None:
             return self._looked_up(parent_inode, name, known)
         try:
-            attr = await self.fs.lookup(At(parent_inode, _name(name)))
+            where = At(parent_inode, _name(name))
+            attr, blocks = await self.fs.lookup_for_reading(where, within=looked_up.WITHIN)
         except NotFoundError:
             if self.options.negative_timeout > 0:
                 return absent(self.options)
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         except Exception as exc:
             raise fuse_error(exc) from None
+        if blocks is not None:
+            self.looked_up.keep(attr.ino, current_caller(), blocks)
         return self._looked_up(parent_inode, name, attr)
 
     def _looked_up(self, parent: int, name: bytes, attr: Attr) -> pyfuse3.EntryAttributes:
@@ -610,9 +615,16 @@ class PlasmaOperations(pyfuse3.Operations):
             await answer(self.behind.send())
         if writes and flags & os.O_TRUNC:
             await self._truncate_at_open(inode)
+        kept = (
+            None
+            if writes or self._open_here(inode)
+            else self.looked_up.take(inode, current_caller())
+        )
         try:
             if flags & os.O_ACCMODE == os.O_WRONLY:
                 handle: FileHandle = OpenFile(self.fs, await self.fs.getattr(inode), writable=True)
+            elif kept is not None and (ready := await self._open_looked_up(kept)) is not None:
+                handle = ready
             else:  # the block list now: what was committed before it, even if removed
                 handle = await OpenFile.for_reading(self.fs, inode, writable=writes)
         except NotFoundError:
@@ -629,6 +641,22 @@ class PlasmaOperations(pyfuse3.Operations):
             await handle.release()
             raise
         return self._opened(handle, flags)
+
+    async def _open_looked_up(self, blocks: BlockList) -> OpenFile | None:
+        """An open file for reading on the block list a lookup brought, if the file is
+        still the version it describes (the attributes asked now are the same); its
+        first chunk is fetched while the namenode answers. None: it changed."""
+        assert blocks.attr is not None
+        handle = OpenFile.on_reader(self.fs, await self.fs.reader_of(blocks))
+        try:
+            current = await self.fs.getattr(blocks.attr.ino)
+        except BaseException:
+            await handle.release()
+            raise
+        if current != blocks.attr:
+            await handle.release()
+            return None
+        return handle
 
     async def _truncate_at_open(self, inode: int) -> None:
         """O_TRUNC (the kernel leaves it to the mount): the content goes at the open,

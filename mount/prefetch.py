@@ -56,6 +56,11 @@ class Prefetch:
             return data
         return memoryview(data)[skip : skip + end - offset]
 
+    def start(self) -> None:
+        """Fetch the first chunk now, ahead of a read from the start."""
+        if self._size > 0:
+            self._start(0)
+
     async def close(self) -> None:
         """Stop fetching and wait until every fetch has ended (the reader they use
         closes next); what was fetched is let go."""

@@ -24,8 +24,10 @@ from typing import Any
 
 from plasmafs.core.attributes import Extent, FileKind
 from plasmafs.core.errors import (
+    AccessDeniedError,
     BusyError,
     InvalidArgumentError,
+    NotFoundError,
     PlasmaError,
     StorageError,
     TransactionError,
@@ -326,7 +328,17 @@ async def _abort(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> 
 
 async def _lookup(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.lookup
-    (await s.ns.lookup(t, Place.of(q.path, q.dir), q.follow, who=s.who)).to_wire(out.attr)
+    attr = await s.ns.lookup(t, Place.of(q.path, q.dir), q.follow, who=s.who)
+    if q.blocks_within and attr.kind is FileKind.FILE and attr.size <= q.blocks_within:
+        try:
+            inode, grants = await s.files.blocks(t, attr.ino, 0, 0, who=s.who)
+        except (AccessDeniedError, NotFoundError):
+            pass  # not readable by the caller, or removed since: the attributes only
+        else:
+            _block_list(out.block_list, inode, grants)
+            out.block_list.locked_elsewhere = s.locks.locked_by_others(attr.ino, s)
+            return
+    attr.to_wire(out.attr)
 
 
 async def _getattr(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:

@@ -192,14 +192,16 @@ class Abort(_message.Message):
     def __init__(self) -> None: ...
 
 class Lookup(_message.Message):
-    __slots__ = ("path", "follow", "dir")
+    __slots__ = ("path", "follow", "dir", "blocks_within")
     PATH_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_WITHIN_FIELD_NUMBER: _ClassVar[int]
     path: bytes
     follow: bool
     dir: int
-    def __init__(self, path: _Optional[bytes] = ..., follow: _Optional[bool] = ..., dir: _Optional[int] = ...) -> None: ...
+    blocks_within: int
+    def __init__(self, path: _Optional[bytes] = ..., follow: _Optional[bool] = ..., dir: _Optional[int] = ..., blocks_within: _Optional[int] = ...) -> None: ...
 
 class GetAttr(_message.Message):
     __slots__ = ("ino",)
