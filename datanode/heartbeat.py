@@ -37,7 +37,7 @@ from plasmafs.core.rpc_status import error_from_rpc
 from plasmafs.core.tls import ChannelTLS, open_channel
 from plasmafs.datanode.copier import Copier
 from plasmafs.datanode.registration import Registration
-from plasmafs.datanode.scrubber import Scrubber, UsedRange
+from plasmafs.datanode.scrubber import Scrubber, UsedCursor, UsedRange
 from plasmafs.datanode.settings import DatanodeSettings
 from plasmafs.datanode.volume import Owner, Volume
 
@@ -174,28 +174,37 @@ class NamenodeLink:
             raise error_from_rpc(exc) from exc
         return reply.address, reply.plaintext
 
-    async def used_blocks(self, after: int) -> tuple[list[UsedRange], bool]:
-        """A page of this datanode's committed block ranges starting at or after block
-        `after`, and whether more follow."""
+    async def used_blocks(self, cursor: UsedCursor) -> tuple[list[UsedRange], UsedCursor | None]:
+        """A page of this datanode's committed block ranges after `cursor` (scrubber.py),
+        and the cursor of the next page (None: no more)."""
+        after, after_ino, after_index = cursor
         request = pb.UsedBlocksRequest(
             datanode_id=self.registration.datanode_id,
             identity=self.volume.info.identity,
             after=after,
             limit=USED_BLOCKS_PAGE,
+            after_ino=after_ino,
+            after_file_index=after_index,
         )
         try:
             reply = await self._call("UsedBlocks", request, timeout=30)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from exc
         owners = reply.owners if len(reply.owners) == len(reply.ranges) else None
-        return [
+        page = [
             UsedRange(
                 r.block_start,
                 r.block_count,
                 None if owners is None else _owner(owners[k]),
             )
             for k, r in enumerate(reply.ranges)
-        ], reply.more
+        ]
+        if not reply.more or not page:
+            return page, None
+        if reply.next_ino:
+            return page, (reply.next_after, reply.next_ino, reply.next_file_index)
+        # A namenode that gives no cursor pages by start only: past the last range.
+        return page, (max(after + 1, page[-1].start + page[-1].blocks), 0, 0)
 
 
 def _owner(owner: pb.BlockOwner) -> Owner:

@@ -42,8 +42,12 @@ class UsedRange(NamedTuple):
     owner: Owner | None = None
 
 
-# after -> (ranges starting at or after block `after`, whether more follow)
-UsedBlocks = Callable[[int], Awaitable[tuple[list[UsedRange], bool]]]
+# Where a page of used ranges begins: after the range that starts at this block and
+# is named by this file at this index (START: from the first range).
+UsedCursor = tuple[int, int, int]
+START: UsedCursor = (0, 0, 0)
+# cursor -> (the page after it, the cursor of the next page; None: no more)
+UsedBlocks = Callable[[UsedCursor], Awaitable[tuple[list[UsedRange], UsedCursor | None]]]
 
 
 class Scrubber:
@@ -146,16 +150,16 @@ class Scrubber:
     async def _used_ranges(self) -> list[UsedRange]:
         capacity = self.volume.info.capacity_blocks
         ranges: list[UsedRange] = []
-        after = 0
-        while True:
-            page, more = await self.used_blocks(after)
+        cursor: UsedCursor | None = START
+        while cursor is not None:
+            page, cursor = await self.used_blocks(cursor)
             for used in page:
                 count = min(used.blocks, capacity - used.start)  # their records, our volume
                 if count > 0:
                     ranges.append(used._replace(blocks=count))
-            if not more or not page:
-                return ranges
-            after = max(after + 1, page[-1].start + page[-1].blocks)
+            if not page:
+                break
+        return ranges
 
     async def _check_owners(self, ranges: list[UsedRange], why: str) -> None:
         """Report the blocks of `ranges` whose stamp is another owner's. Blocks being

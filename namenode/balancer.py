@@ -162,8 +162,8 @@ class Balancer:
                 if not ranges:
                     state.after = 0  # from the start again next time
                     return None
-                state.after = ranges[-1][0] + 1
-                state.candidates = [(ino, index) for _, _, ino, _, index in ranges]
+                state.after = ranges[-1].start + 1
+                state.candidates = [(r.ino, r.file_index) for r in ranges]
             ino, file_index = state.candidates.pop(0)
             looked += 1
             if busy(ino, file_index):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from plasmafs.core.attributes import FileKind
 from plasmafs.namenode.inode_records import SNAPSHOT_INO_BASE, ExtentRow
@@ -77,6 +77,18 @@ def unpack_pattern(pattern: int) -> tuple[int, int, int, int, int, int, int]:
         (pattern >> 6) & 63,
         pattern & 63,
     )
+
+
+class UsedRow(NamedTuple):
+    """A committed replica range as a datanode's scrub and the balancer see it: where,
+    the owner stamp of its first block (file, generation, index), and the extent's key
+    (the file naming it and its index there: the page cursor)."""
+
+    start: int
+    blocks: int
+    owner: tuple[int, int, int]
+    ino: int
+    file_index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,24 +198,27 @@ class ReplicaStore:
             )
 
     async def used_ranges(
-        self, datanode: int, after: int, limit: int
-    ) -> list[tuple[int, int, int, int, int]]:
-        """Committed replica ranges of a datanode starting at or after block `after`:
-        (block_start, block_count, and the first block's owner stamp: file, generation,
-        block index)."""
+        self, datanode: int, after: int, limit: int, after_ino: int = 0, after_index: int = 0
+    ) -> list[UsedRow]:
+        """Committed replica ranges of a datanode by start, then file and index: those
+        starting at or after block `after`, or with `after_ino` set, those after the
+        range of that file and index starting at `after` (a page's last range)."""
         async with self.store.read_connection() as conn:
             rows = await conn.fetch(
                 """SELECT block_start, block_count,
                           CASE stamp_ino WHEN 0 THEN ino ELSE stamp_ino END, generation,
-                          file_index + stamp_shift
+                          file_index + stamp_shift, ino, file_index
                    FROM extents
                    WHERE datanode_id = $1 AND block_start >= $2
-                   ORDER BY block_start LIMIT $3""",
+                         AND (block_start, ino, file_index) > ($2, $3, $4)
+                   ORDER BY block_start, ino, file_index LIMIT $5""",
                 datanode,
                 after,
+                after_ino,
+                after_index if after_ino else -1,
                 limit,
             )
-        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+        return [UsedRow(r[0], r[1], (r[2], r[3], r[4]), r[5], r[6]) for r in rows]
 
     # --- corrupt blocks -------------------------------------------------------------------
 

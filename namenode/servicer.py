@@ -249,11 +249,23 @@ class RegistryServicer(pb_grpc.DatanodeRegistryServicer):
         if self.registry.row(request.datanode_id) is None:
             raise NotFoundError(f"datanode {request.datanode_id} is not registered; register again")
         limit = max(1, min(request.limit or USED_BLOCKS_PAGE, USED_BLOCKS_PAGE))
-        ranges = await self.monitor.replicas.used_ranges(request.datanode_id, request.after, limit)
+        ranges = await self.monitor.replicas.used_ranges(
+            request.datanode_id,
+            request.after,
+            limit,
+            after_ino=request.after_ino,
+            after_index=request.after_file_index,
+        )
         reply = pb.UsedBlocksReply(more=len(ranges) == limit)
-        for start, count, ino, generation, file_index in ranges:
-            reply.ranges.add(block_start=start, block_count=count)
+        for used in ranges:
+            reply.ranges.add(block_start=used.start, block_count=used.blocks)
+            ino, generation, file_index = used.owner
             reply.owners.add(ino=ino, generation=generation, file_index=file_index)
+        if reply.more:
+            last = ranges[-1]
+            reply.next_after, reply.next_ino, reply.next_file_index = (
+                last.start, last.ino, last.file_index,
+            )  # fmt: skip
         return reply
 
     async def Peer(

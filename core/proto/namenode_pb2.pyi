@@ -1078,26 +1078,36 @@ class PeerReply(_message.Message):
     def __init__(self, address: _Optional[str] = ..., plaintext: _Optional[bool] = ...) -> None: ...
 
 class UsedBlocksRequest(_message.Message):
-    __slots__ = ("datanode_id", "identity", "after", "limit")
+    __slots__ = ("datanode_id", "identity", "after", "limit", "after_ino", "after_file_index")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_INO_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FILE_INDEX_FIELD_NUMBER: _ClassVar[int]
     datanode_id: int
     identity: str
     after: int
     limit: int
-    def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., after: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    after_ino: int
+    after_file_index: int
+    def __init__(self, datanode_id: _Optional[int] = ..., identity: _Optional[str] = ..., after: _Optional[int] = ..., limit: _Optional[int] = ..., after_ino: _Optional[int] = ..., after_file_index: _Optional[int] = ...) -> None: ...
 
 class UsedBlocksReply(_message.Message):
-    __slots__ = ("ranges", "more", "owners")
+    __slots__ = ("ranges", "more", "owners", "next_after", "next_ino", "next_file_index")
     RANGES_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INO_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FILE_INDEX_FIELD_NUMBER: _ClassVar[int]
     ranges: _containers.RepeatedCompositeFieldContainer[BlockRange]
     more: bool
     owners: _containers.RepeatedCompositeFieldContainer[BlockOwner]
-    def __init__(self, ranges: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., more: _Optional[bool] = ..., owners: _Optional[_Iterable[_Union[BlockOwner, _Mapping]]] = ...) -> None: ...
+    next_after: int
+    next_ino: int
+    next_file_index: int
+    def __init__(self, ranges: _Optional[_Iterable[_Union[BlockRange, _Mapping]]] = ..., more: _Optional[bool] = ..., owners: _Optional[_Iterable[_Union[BlockOwner, _Mapping]]] = ..., next_after: _Optional[int] = ..., next_ino: _Optional[int] = ..., next_file_index: _Optional[int] = ...) -> None: ...
 
 class BlockOwner(_message.Message):
     __slots__ = ("ino", "generation", "file_index")

@@ -16,7 +16,7 @@ import pytest
 from plasmafs.core.proto import namenode_pb2 as pb
 from plasmafs.datanode.inflight import InflightWrites
 from plasmafs.datanode.ratelimit import RateLimit
-from plasmafs.datanode.scrubber import Scrubber, UsedBlocks, UsedRange
+from plasmafs.datanode.scrubber import Scrubber, UsedBlocks, UsedCursor, UsedRange
 from plasmafs.datanode.volume import DATA, Volume
 
 BS = 64 * 1024
@@ -50,16 +50,18 @@ def flip(volume: Volume, block: int, at: int = 100) -> None:
 
 def listing(
     ranges: list[tuple[int, int]] | list[UsedRange], page: int = 1000
-) -> tuple[UsedBlocks, list[int]]:
+) -> tuple[UsedBlocks, list[UsedCursor]]:
     """A used-block listing as the namenode pages it (ranges without an owner unless
-    given as UsedRange), and the `after` values asked for."""
-    asked: list[int] = []
-    used_ranges = [UsedRange(*r) for r in ranges]
+    given as UsedRange; each named by a file of its own, numbered in the order given),
+    and the cursors asked for."""
+    asked: list[UsedCursor] = []
+    keyed = sorted(((r[0], ino, 0), UsedRange(*r)) for ino, r in enumerate(ranges, 1))
 
-    async def used(after: int) -> tuple[list[UsedRange], bool]:
-        asked.append(after)
-        rest = [r for r in used_ranges if r.start >= after]
-        return rest[:page], len(rest) > page
+    async def used(cursor: UsedCursor) -> tuple[list[UsedRange], UsedCursor | None]:
+        asked.append(cursor)
+        rest = [(key, r) for key, r in keyed if key > cursor]
+        more = len(rest) > page
+        return [r for _, r in rest[:page]], rest[page - 1][0] if more else None
 
     return used, asked
 
@@ -225,12 +227,12 @@ async def test_a_listing_that_fails_is_tried_again(
 ) -> None:
     calls = 0
 
-    async def used(after: int) -> tuple[list[UsedRange], bool]:
+    async def used(cursor: UsedCursor) -> tuple[list[UsedRange], UsedCursor | None]:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise OSError("the namenode is away")
-        return [UsedRange(0, 4)], False
+        return [UsedRange(0, 4)], None
 
     s, _ = scrubber(volume, reader, used, pause=0.01)
     running = asyncio.create_task(s.run())
@@ -302,3 +304,18 @@ async def test_an_owner_check_after_a_registration_reads_stamps_only(
     # the fixture's data (no owner) where inode 3 was expected; block 3 was skipped.
     assert [(r.block_start, r.block_count) for r in reports] == [(0, 3)]
     assert s.passes == 0 and s.pass_verified == 0
+
+
+async def test_ranges_sharing_a_start_across_a_page_end_are_all_scrubbed(
+    volume: Volume, reader: ThreadPoolExecutor
+) -> None:
+    """Several files name blocks from one start (a file and its snapshots); a page that
+    ends among them is followed by the ranges after the last one given, so the longer
+    range listed after them is read too."""
+    flip(volume, 14)
+    used, asked = listing([(10, 1), (10, 1), (10, 1), (10, 6), (20, 1)], page=2)
+    s, reports = scrubber(volume, reader, used)
+    await s.scrub_pass()
+    assert [(r.block_start, r.block_count) for r in reports] == [(14, 1)]
+    assert s.pass_blocks == 10
+    assert len(asked) == 3

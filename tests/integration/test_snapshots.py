@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from plasmafs.client import Client
@@ -25,10 +27,13 @@ from plasmafs.core.errors import (
     OperationNotPermittedError,
     ReadOnlyError,
 )
+from plasmafs.core.proto import namenode_pb2 as pb
+from plasmafs.core.proto import namenode_pb2_grpc as pb_grpc
 from plasmafs.fsspec.filesystem import PlasmaFileSystem
 from tests.conftest import TEST_BLOCKSIZE, DataCluster, connected_client, data_cluster_processes
 from tests.support.accounts import TOKENS, UIDS
 from tests.support.cli_runner import Result, clean_env, run_pfs
+from tests.support.cluster import tls_env
 from tests.support.mounts import mounted
 from tests.support.waiting import eventually
 
@@ -416,3 +421,46 @@ async def test_a_lost_datanode_s_replicas_of_a_snapshot_are_replaced(healing: Da
         await snaps.delete("/k", "s")  # waits for the upkeep of its files, then goes
         with pytest.raises(NotFoundError):
             await fs.lookup("/k/.snapshot/s/f")
+
+
+def _used_pages(cluster: DataCluster, limit: int) -> list[tuple[int, int, int, int, int]]:
+    """Every used range of the first datanode as its scrub pages them (UsedBlocks, as
+    that datanode), `limit` a page: (start, count, owner ino, generation, index)."""
+    dn = cluster.datanodes[0]
+    identity = str(json.loads((dn.volume / "volume.json").read_text())["identity"])
+    env = tls_env("datanode", "dn1")
+    ca, key, cert = (Path(env[f"PFS_DATANODE_TLS_{k}"]).read_bytes() for k in ("CA", "KEY", "CERT"))
+    seen: list[tuple[int, int, int, int, int]] = []
+    request = pb.UsedBlocksRequest(datanode_id=dn.datanode_id, identity=identity, limit=limit)
+    credentials = grpc.ssl_channel_credentials(ca, key, cert)
+    with grpc.secure_channel(cluster.namenode.registry_address, credentials) as link:
+        stub = pb_grpc.DatanodeRegistryStub(link)
+        while True:
+            reply = stub.UsedBlocks(request, timeout=10)
+            seen += [
+                (r.block_start, r.block_count, o.ino, o.generation, o.file_index)
+                for r, o in zip(reply.ranges, reply.owners, strict=True)
+            ]
+            if not reply.more:
+                return seen
+            request.after, request.after_ino = reply.next_after, reply.next_ino
+            request.after_file_index = reply.next_file_index
+
+
+async def test_a_scrub_pages_past_ranges_that_snapshots_share(
+    fs: Client, data_cluster: DataCluster
+) -> None:
+    """Several files name blocks from one start (a file and its snapshots): a page may
+    end among them, and the next one starts after the last range given, not past its
+    blocks (which skipped the rest of them, and longer ones, unscrubbed)."""
+    await fs.mkdir("/p")
+    await fs.write_file("/p/a", os.urandom(3 * TEST_BLOCKSIZE), replication=3)
+    await fs.write_file("/p/b", os.urandom(TEST_BLOCKSIZE), replication=3)
+    snaps = await fs.snapshots()
+    for name in ("s1", "s2", "s3"):
+        await snaps.create("/p", name)
+    whole = _used_pages(data_cluster, 1000)
+    starts = [r[0] for r in whole]
+    assert len(whole) == 8 and len(set(starts)) == 2  # 4 files name each of the 2 runs
+    for limit in (1, 2, 3):
+        assert _used_pages(data_cluster, limit) == whole
