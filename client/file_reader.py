@@ -15,8 +15,9 @@ import asyncio
 import contextlib
 import operator
 import os
+import random
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Sequence
 from types import TracebackType
 
 from plasmafs.client.datapath import DataChannels, read_range
@@ -50,7 +51,7 @@ class FileReader(FileObject):
         self.attr: Attr | None = None
         self.blocks: BlockList | None = None
         self._position = 0
-        self._turn = 0
+        self._turn = random.randrange(1 << 30)  # readers of one file start apart
         self._renew_at = float("inf")  # when to fetch new tickets (time.time())
         self._renewing = asyncio.Lock()
         self._reports: set[asyncio.Future[None]] = set()
@@ -227,16 +228,11 @@ class FileReader(FileObject):
     ) -> AsyncGenerator[bytes | memoryview, None]:
         assert self.blocks is not None
         bs = self.blocks.blocksize
-        # Reads rotate over the live replicas; the others (a datanode that missed its
-        # heartbeats may still answer) are tried last.
-        live = [r for r in extent.replicas if r.state is ReplicaState.LIVE]
-        others = [r for r in extent.replicas if r.state is not ReplicaState.LIVE]
+        local = self._channels.local
         self._turn += 1
-        start = self._turn % len(live) if live else 0
-        order = live[start:] + live[:start] + others
+        order = read_order(extent.replicas, local.usable, self._turn)
         errors: list[PlasmaError] = []
         done = 0
-        local = self._channels.local
         for replica in order:
             # Shared memory first when the datanode is on this host, then its gRPC
             # service; a replica that answers with an error gives way to the next one.
@@ -303,3 +299,25 @@ class FileReader(FileObject):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def read_order(
+    replicas: Sequence[Replica], near: Callable[[Replica], bool], turn: int
+) -> list[Replica]:
+    """The order to try an extent's replicas in: live ones on this host first (read
+    through shared memory), then the other live ones, each group rotated by `turn`
+    (a reader rotates per extent, and readers start at random, so that the readers of
+    one file spread over its replicas); replicas not live last (a datanode that missed
+    its heartbeats may still answer)."""
+    live = [r for r in replicas if r.state is ReplicaState.LIVE]
+    here = [r for r in live if near(r)]
+    away = [r for r in live if not near(r)]
+    rest = [r for r in replicas if r.state is not ReplicaState.LIVE]
+    return _rotated(here, turn) + _rotated(away, turn) + rest
+
+
+def _rotated(items: list[Replica], turn: int) -> list[Replica]:
+    if not items:
+        return items
+    start = turn % len(items)
+    return items[start:] + items[:start]

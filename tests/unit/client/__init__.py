@@ -1,0 +1,1 @@
+"""In-process tests of plasmafs.client's pure parts (no cluster)."""
