@@ -18,11 +18,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BLOCK_UNIT = 512  # st_blocks counts these, whatever the file system's block size
-# The most one read or write request carries (libfuse's 256 pages). A file's preferred
-# I/O size (st_blksize) is at least this: programs that size their buffers by it (cp,
-# cat, Python's open) then read a 1 MiB file in one request, not in one per 256 KiB
-# block of a cluster with small blocks.
-LARGEST_REQUEST = 1024 * 1024
 
 
 def entry(attr: Attr, options: MountOptions) -> pyfuse3.EntryAttributes:
@@ -38,7 +33,7 @@ def entry(attr: Attr, options: MountOptions) -> pyfuse3.EntryAttributes:
     e.st_gid = attr.gid
     e.st_rdev = attr.rdev
     e.st_size = attr.size
-    e.st_blksize = max(attr.blocksize, LARGEST_REQUEST)
+    e.st_blksize = attr.blocksize or 4096
     e.st_blocks = -(-attr.size // BLOCK_UNIT)
     e.st_atime_ns = attr.mtime_ns  # no access times: reads never write metadata
     e.st_mtime_ns = attr.mtime_ns

@@ -32,7 +32,6 @@ from plasmafs.core.runtime.gc_tuning import tune_for_daemon
 from plasmafs.mount import request_wait
 from plasmafs.mount.callers import CallerIds
 from plasmafs.mount.file_locks import locks_cross_hosts
-from plasmafs.mount.fuse_values import LARGEST_REQUEST
 from plasmafs.mount.mountpoints import is_mounted, mounted_device
 from plasmafs.mount.operations import PlasmaOperations
 from plasmafs.mount.options import MountOptions
@@ -45,8 +44,9 @@ MAX_TASKS = 256  # FUSE requests handled at once
 LOCK_WAIT = 30.0
 # While the namenode is down, each call waits this long to reconnect, then fails (EIO).
 CONNECT_TIMEOUT = 3.0
-# What the kernel may read ahead on the mount: the largest read it sends in one request.
-READ_AHEAD = LARGEST_REQUEST
+# The largest read the kernel sends in one request (libfuse's 256 pages): what the
+# kernel may read ahead on the mount.
+READ_AHEAD = 1024 * 1024
 
 
 def fuse_options(options: MountOptions, *, callers: bool = False) -> set[str]:
