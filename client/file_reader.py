@@ -310,8 +310,9 @@ def read_order(
     one file spread over its replicas); replicas not live last (a datanode that missed
     its heartbeats may still answer)."""
     live = [r for r in replicas if r.state is ReplicaState.LIVE]
-    here = [r for r in live if near(r)]
-    away = [r for r in live if not near(r)]
+    on_this_host = [near(r) for r in live]  # a look at the file system each
+    here = [r for r, n in zip(live, on_this_host, strict=True) if n]
+    away = [r for r, n in zip(live, on_this_host, strict=True) if not n]
     rest = [r for r in replicas if r.state is not ReplicaState.LIVE]
     return _rotated(here, turn) + _rotated(away, turn) + rest
 
