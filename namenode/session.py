@@ -335,8 +335,7 @@ async def _lookup(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) ->
         except (AccessDeniedError, NotFoundError):
             pass  # not readable by the caller, or removed since: the attributes only
         else:
-            _block_list(out.block_list, inode, grants)
-            out.block_list.locked_elsewhere = s.locks.locked_by_others(attr.ino, s)
+            _reading_list(s, out, inode, grants)
             return
     attr.to_wire(out.attr)
 
@@ -541,8 +540,13 @@ async def _write_inline(s: Session, t: Txn | None, r: pb.Request, out: pb.Respon
 async def _blocks(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
     q = r.blocks
     inode, grants = await s.files.blocks(t, q.ino, q.file_index, q.count, who=s.who)
+    _reading_list(s, out, inode, grants)
+
+
+def _reading_list(s: Session, out: pb.Response, inode: Inode, grants: list[Extent]) -> None:
+    """A block list for a reader: with whether another session holds a lock on it."""
     _block_list(out.block_list, inode, grants)
-    out.block_list.locked_elsewhere = s.locks.locked_by_others(q.ino, s)
+    out.block_list.locked_elsewhere = s.locks.locked_by_others(inode.ino, s)
 
 
 async def _summarize(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> None:
