@@ -58,7 +58,7 @@ def fuse_error(exc: BaseException) -> pyfuse3.FUSEError:
         log.warning("namenode unreachable: %s", exc)
         return pyfuse3.FUSEError(errno.EIO)
     if isinstance(exc, PlasmaError):
-        if exc.posix_errno in (errno.EIO, errno.ENOSPC):  # worth an operator's look
+        if exc.posix_errno in (errno.EIO, errno.ENOSPC, errno.EBUSY):  # worth an operator's look
             log.warning("%s: %s", type(exc).__name__, exc)
         return pyfuse3.FUSEError(exc.posix_errno)
     if isinstance(exc, OSError) and exc.errno:

@@ -112,6 +112,7 @@ class WriteBehind:
         self.flushes = 0
         self._queue: list[_Change] = []
         self._pool: list[int] = []
+        self._refilling = asyncio.Lock()  # one reservation at a time: none is dropped
         self._conn: Connection | None = None  # whose session the leases belong to
         self._failure: PlasmaError | None = None
         self._sending = asyncio.Lock()
@@ -579,10 +580,19 @@ class WriteBehind:
                 await self.release(recalled)
 
     async def _take_ino(self) -> int:
-        if not self._pool:
-            assert self._conn is not None
-            self._pool = await SessionRequests(self._conn).reserve_inodes(RESERVE_BATCH)
-            self._pool.reverse()
+        # Creates running at once wait for one reservation: each refilling the pool
+        # for itself dropped the others' numbers, which the session still held
+        # (after ~100,000 creates its next reservation was refused: EBUSY).
+        while not self._pool:
+            async with self._refilling:
+                if self._pool:
+                    break
+                conn = self._conn
+                assert conn is not None
+                batch = await SessionRequests(conn).reserve_inodes(RESERVE_BATCH)
+                if conn is self._conn:  # else reserved by a session that is gone
+                    batch.reverse()
+                    self._pool = batch
         return self._pool.pop()
 
     async def _queued(self, change: _Change) -> None:

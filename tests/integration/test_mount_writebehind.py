@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from loadtests.tree_shapes import tree_build
 from plasmafs.client import SyncClient
+from plasmafs.mount.writebehind import RESERVE_BATCH
 from tests.conftest import DataCluster
 from tests.support.cluster import namenode_requests
 from tests.support.mounts import Mount, mounted, unmount
@@ -205,6 +207,32 @@ def test_rm_rf_of_a_30000_entry_tree_leaves_nothing(
         assert list(fs.scandir("/")) == []
         left = fs.summarize("/")
         assert (left.files, left.directories, left.bytes) == (0, 1, 0)
+
+
+def test_creators_at_once_share_each_reservation_of_inode_numbers(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    # Each create that found the pool empty used to reserve a batch for itself and
+    # drop the others': the session kept the dropped numbers, and after ~100,000
+    # creates its reservations were refused (EBUSY on every create).
+    address = inline_cluster.namenode.address
+    before = namenode_requests(address).get("reserve_inodes", 0)
+    processes, each = 8, 700
+    code = (
+        "import os, sys\n"
+        "d = sys.argv[1]; os.mkdir(d)\n"
+        f"for i in range({each}):\n"
+        "    os.close(os.open(f'{d}/e{i}', os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
+    )
+    creators = [
+        subprocess.Popen([sys.executable, "-c", code, str(mount.path / f"d{k}")])
+        for k in range(processes)
+    ]
+    assert [c.wait() for c in creators] == [0] * processes
+    reserved = namenode_requests(address).get("reserve_inodes", 0) - before
+    made = processes * (each + 1)  # files and their directories
+    assert 0 < reserved * RESERVE_BATCH - made < RESERVE_BATCH  # none dropped
+    assert sum(len(os.listdir(mount.path / f"d{k}")) for k in range(processes)) == processes * each
 
 
 def test_existing_directories_are_leased_when_the_mount_changes_them(
