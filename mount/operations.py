@@ -23,7 +23,13 @@ from typing import Any, TypeVar
 import pyfuse3
 
 from plasmafs.client import At, Client
-from plasmafs.client.callers import LocalCaller, acting_for, current_caller
+from plasmafs.client.callers import (
+    LocalCaller,
+    acting_for,
+    current_caller,
+    reset_caller,
+    set_caller,
+)
 from plasmafs.core.attributes import Attr, BlockList, DirEntry, FileKind
 from plasmafs.core.errors import NotFoundError
 from plasmafs.mount import looked_up
@@ -93,8 +99,11 @@ def for_its_caller(
     async def acting(self: PlasmaOperations, *args: Any, **kwargs: Any) -> T:
         if self.callers is None:
             return await handler(self, *args, **kwargs)
-        with acting_for(self.caller_of(args)):
+        token = set_caller(self.caller_of(args))
+        try:
             return await handler(self, *args, **kwargs)
+        finally:
+            reset_caller(token)
 
     return acting
 
