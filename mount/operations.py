@@ -16,6 +16,7 @@ import itertools
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -315,6 +316,10 @@ class PlasmaOperations(pyfuse3.Operations):
             changes["gid"] = attr.st_gid
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
+            if self._writing(inode) is None and await self._touched_by_writer(inode, attr):
+                # The namenode's clock: a writer who is not the owner may set that.
+                changes["mtime_now"] = True
+                del changes["mtime_ns"]
         if not changes and not fields.update_size:
             # chown(f, -1, -1), or the kernel's note of a ctime: nothing to change, and
             # nothing to refuse (POSIX).
@@ -334,6 +339,18 @@ class PlasmaOperations(pyfuse3.Operations):
             handle.attr = new
         self._committed(new)
         return self._entry(new)
+
+    async def _touched_by_writer(self, inode: int, attr: pyfuse3.EntryAttributes) -> bool:
+        """True if, on a mount acting for callers, a caller who does not own `inode`
+        sets its times to now (utimensat's UTIME_NOW, which the kernel let through
+        because the caller may write it). pyfuse3 does not pass the flag on: it fills
+        in the time now, so a time within a second of now counts as now."""
+        caller = current_caller()
+        if caller is None or caller.uid == 0 or abs(time.time_ns() - attr.st_mtime_ns) > 1e9:
+            return False
+        known = self.behind.attr(inode) or self.readahead.attr(inode) or self._open_attr(inode)
+        owner = (known if known is not None else await answer(self.fs.getattr(inode))).uid
+        return caller.uid != owner
 
     def _new_file_change(
         self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields

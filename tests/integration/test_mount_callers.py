@@ -179,3 +179,52 @@ async def test_extended_attributes_and_locks_as_each_caller(
     lock = "import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_SH)"
     _ok(_as(ANN, f'python3 -c "{lock}" {mnt}/shared/a'))
     _refused(_as(BEN, f'python3 -c "{lock}" {mnt}/shared/a'), "Permission denied")
+
+
+async def test_the_mount_checks_what_the_kernel_would_have(
+    callers_mount: Mount, ifs: Client
+) -> None:
+    """Each caller as POSIX says, whoever checks it (the kernel, the mount, the
+    namenode): a name the kernel keeps is no way past a directory made private, and
+    opens, access(2), exec, times and FIFOs follow the caller's rights."""
+    await ifs.mkdir("/shared", 0o1777)
+    mnt = callers_mount.path
+    d = mnt / "shared" / "d"
+    _ok(_as(ANN, f"mkdir -m 755 {d} && echo hers > {d}/f && chmod 644 {d}/f"))
+    assert _ok(_as(BEN, f"cat {d}/f")) == "hers\n"  # the kernel now keeps the name d/f
+    _ok(_as(ANN, f"chmod 700 {d}"))
+    _refused(_as(BEN, f"cat {d}/f"), "Permission denied")  # at once, not a second later
+    _refused(_as(BEN, f"stat {d}/f"), "Permission denied")
+    assert _ok(_as(ANN, f"cat {d}/f")) == "hers\n"
+    _refused(_as(BEN, f"python3 -c 'import os; os.chdir(\"{d}\")'"), "Permission denied")
+    # access(2) and open by mode
+    _ok(_as(ANN, f"chmod 755 {d} && chmod 640 {d}/f"))
+    _ok(_as(ANN, f"test -r {d}/f && test -w {d}/f"))
+    _ok(_as(BEN, f"test ! -r {d}/f && test ! -w {d}/f && test -x {d}"))
+    _refused(_as(BEN, f"cat {d}/f"), "Permission denied")
+    _refused(_as(BEN, f"echo more >> {d}/f"), "Permission denied")
+    _refused(_as(BEN, f": > {d}/f"), "Permission denied")  # O_TRUNC: nothing cut
+    assert await ifs.read_file("/shared/d/f") == b"hers\n"
+    # exec(2) needs x for the caller, not for anyone
+    _ok(_as(ANN, f"printf '#!/bin/sh\\necho ran\\n' > {d}/run && chmod 744 {d}/run"))
+    assert _ok(_as(ANN, f"{d}/run")) == "ran\n"
+    _refused(_as(BEN, f"{d}/run"), "Permission denied")
+    # times: to now for whoever may write, any time for the owner alone
+    _ok(_as(ANN, f"chmod 666 {d}/f"))
+    _ok(_as(BEN, f"touch {d}/f"))
+    _refused(_as(BEN, f"touch -d 2020-01-01 {d}/f"), "Operation not permitted")
+    _ok(_as(ANN, f"chmod 644 {d}/f"))
+    _refused(_as(BEN, f"touch {d}/f"), "Permission denied")
+    _refused(_as(BEN, f"chmod 777 {d}/f"), "Operation not permitted")
+    _refused(_as(BEN, f"chgrp {BEN} {d}/f"), "Operation not permitted")
+    # a FIFO is found only by who may read and write it (the kernel opens it unasked)
+    _ok(_as(ANN, f"mkfifo -m 600 {d}/pipe"))
+    _ok(
+        _as(
+            ANN,
+            f"python3 -c 'import os; os.close(os.open(\"{d}/pipe\", os.O_RDONLY | os.O_NONBLOCK))'",
+        )
+    )
+    reader = f"python3 -c 'import os; os.open(\"{d}/pipe\", os.O_RDONLY | os.O_NONBLOCK)'"
+    _refused(_as(BEN, reader), "Permission denied")
+    assert (await ifs.stat("/shared/d/f")).mode == 0o644
