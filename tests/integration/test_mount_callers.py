@@ -181,7 +181,7 @@ async def test_extended_attributes_and_locks_as_each_caller(
     _refused(_as(BEN, f'python3 -c "{lock}" {mnt}/shared/a'), "Permission denied")
 
 
-async def test_the_mount_checks_what_the_kernel_would_have(
+async def test_each_caller_is_held_to_its_rights_at_every_step(
     callers_mount: Mount, ifs: Client
 ) -> None:
     """Each caller as POSIX says, whoever checks it (the kernel, the mount, the
