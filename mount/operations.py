@@ -316,7 +316,7 @@ class PlasmaOperations(pyfuse3.Operations):
             changes["gid"] = attr.st_gid
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
-            if self._writing(inode) is None and await self._touched_by_writer(inode, attr):
+            if self._writing(inode) is None and await self._touched_by_writer(inode, attr, ctx):
                 # The namenode's clock: a writer who is not the owner may set that.
                 changes["mtime_now"] = True
                 del changes["mtime_ns"]
@@ -340,7 +340,9 @@ class PlasmaOperations(pyfuse3.Operations):
         self._committed(new)
         return self._entry(new)
 
-    async def _touched_by_writer(self, inode: int, attr: pyfuse3.EntryAttributes) -> bool:
+    async def _touched_by_writer(
+        self, inode: int, attr: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext
+    ) -> bool:
         """True if, on a mount acting for callers, a caller who does not own `inode`
         sets its times to now (utimensat's UTIME_NOW, which the kernel let through
         because the caller may write it). pyfuse3 does not pass the flag on: it fills
@@ -348,9 +350,7 @@ class PlasmaOperations(pyfuse3.Operations):
         caller = current_caller()
         if caller is None or caller.uid == 0 or abs(time.time_ns() - attr.st_mtime_ns) > 1e9:
             return False
-        known = self.behind.attr(inode) or self.readahead.attr(inode) or self._open_attr(inode)
-        owner = (known if known is not None else await answer(self.fs.getattr(inode))).uid
-        return caller.uid != owner
+        return caller.uid != (await self.getattr(inode, ctx)).st_uid
 
     def _new_file_change(
         self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
