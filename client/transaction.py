@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from types import TracebackType
@@ -218,12 +219,16 @@ class Reads(XattrReads):
 def tree_entries(page: pb.WalkPage) -> list[TreeEntry]:
     """The entries of a walk's page (its columns made rows)."""
     kinds = [_KIND_OF[k] for k in page.kind]
-    attrs = map(
+    attrs = list(map(
         Attr,
         page.ino, kinds, page.mode, page.uid, page.gid, page.size, page.mtime_ns,
         page.ctime_ns, page.nlink, page.replication, page.blocksize, page.version,
-    )  # fmt: skip
+    ))  # fmt: skip
     targets, unreadable, inline = page.target, set(page.unreadable), set(page.inline)
+    for index in page.with_xattrs:  # few entries have either
+        attrs[index] = dataclasses.replace(attrs[index], has_xattrs=True)
+    for index, rdev in page.rdev.items():
+        attrs[index] = dataclasses.replace(attrs[index], rdev=rdev)
     return [
         TreeEntry(
             path.decode("utf-8"),

@@ -47,7 +47,8 @@ class Inode:
 
 class Listed(NamedTuple):
     """An inode as a walk lists it: the numbers of its `Attr` in their order (the kind
-    as a number), a symbolic link's target, and whether its content is inline. A walk
+    as a number), a symbolic link's target, whether its content is inline, then its
+    device number and whether it has extended attributes. A walk
     lists thousands per page; this costs a fraction of building an `Attr` each."""
 
     ino: int
@@ -64,6 +65,8 @@ class Listed(NamedTuple):
     version: int
     target: str | None
     inline: bool  # a small file whose content the namespace keeps
+    rdev: int  # a device's number; 0 for every other kind
+    has_xattrs: bool
 
     @classmethod
     def of(cls, inode: Inode) -> Listed:
@@ -72,6 +75,7 @@ class Listed(NamedTuple):
         return cls(
             a.ino, int(a.kind), a.mode, a.uid, a.gid, a.size, a.mtime_ns, a.ctime_ns,
             a.nlink, a.replication, a.blocksize, a.version, inode.target, inode.data is not None,
+            a.rdev, a.has_xattrs,
         )  # fmt: skip
 
 

@@ -592,6 +592,10 @@ async def _walk(s: Session, t: Txn | None, r: pb.Request, out: pb.Response) -> N
             page.unreadable.append(index)
         if item.inode.inline:
             page.inline.append(index)
+        if item.inode.rdev:
+            page.rdev[index] = item.inode.rdev
+        if item.inode.has_xattrs:
+            page.with_xattrs.append(index)
     page.SetInParent()
 
 

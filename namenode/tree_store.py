@@ -46,7 +46,8 @@ Child = tuple[int, str, Listed]
 # Listed's columns, in its order.
 _LISTED = (
     "i.ino, i.kind, i.mode, i.uid, i.gid, i.size, i.mtime_ns, i.ctime_ns, i.nlink, "
-    "i.replication, i.blocksize, i.version, i.target, i.data IS NOT NULL"
+    "i.replication, i.blocksize, i.version, i.target, i.data IS NOT NULL, i.rdev, "
+    "i.xattrs IS NOT NULL"
 )
 
 

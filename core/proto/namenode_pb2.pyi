@@ -744,7 +744,7 @@ class Quota(_message.Message):
     def __init__(self, max_entries: _Optional[int] = ..., max_space: _Optional[int] = ..., entries: _Optional[int] = ..., space: _Optional[int] = ...) -> None: ...
 
 class WalkPage(_message.Message):
-    __slots__ = ("more", "path", "ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "target", "unreadable", "inline")
+    __slots__ = ("more", "path", "ino", "kind", "mode", "uid", "gid", "size", "mtime_ns", "ctime_ns", "nlink", "replication", "blocksize", "version", "target", "unreadable", "inline", "rdev", "with_xattrs")
     class TargetEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -752,6 +752,13 @@ class WalkPage(_message.Message):
         key: int
         value: bytes
         def __init__(self, key: _Optional[int] = ..., value: _Optional[bytes] = ...) -> None: ...
+    class RdevEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     MORE_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     INO_FIELD_NUMBER: _ClassVar[int]
@@ -769,6 +776,8 @@ class WalkPage(_message.Message):
     TARGET_FIELD_NUMBER: _ClassVar[int]
     UNREADABLE_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
+    RDEV_FIELD_NUMBER: _ClassVar[int]
+    WITH_XATTRS_FIELD_NUMBER: _ClassVar[int]
     more: bool
     path: _containers.RepeatedScalarFieldContainer[bytes]
     ino: _containers.RepeatedScalarFieldContainer[int]
@@ -786,7 +795,9 @@ class WalkPage(_message.Message):
     target: _containers.ScalarMap[int, bytes]
     unreadable: _containers.RepeatedScalarFieldContainer[int]
     inline: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, more: _Optional[bool] = ..., path: _Optional[_Iterable[bytes]] = ..., ino: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[_Union[FileKind, str]]] = ..., mode: _Optional[_Iterable[int]] = ..., uid: _Optional[_Iterable[int]] = ..., gid: _Optional[_Iterable[int]] = ..., size: _Optional[_Iterable[int]] = ..., mtime_ns: _Optional[_Iterable[int]] = ..., ctime_ns: _Optional[_Iterable[int]] = ..., nlink: _Optional[_Iterable[int]] = ..., replication: _Optional[_Iterable[int]] = ..., blocksize: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., target: _Optional[_Mapping[int, bytes]] = ..., unreadable: _Optional[_Iterable[int]] = ..., inline: _Optional[_Iterable[int]] = ...) -> None: ...
+    rdev: _containers.ScalarMap[int, int]
+    with_xattrs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, more: _Optional[bool] = ..., path: _Optional[_Iterable[bytes]] = ..., ino: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[_Union[FileKind, str]]] = ..., mode: _Optional[_Iterable[int]] = ..., uid: _Optional[_Iterable[int]] = ..., gid: _Optional[_Iterable[int]] = ..., size: _Optional[_Iterable[int]] = ..., mtime_ns: _Optional[_Iterable[int]] = ..., ctime_ns: _Optional[_Iterable[int]] = ..., nlink: _Optional[_Iterable[int]] = ..., replication: _Optional[_Iterable[int]] = ..., blocksize: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., target: _Optional[_Mapping[int, bytes]] = ..., unreadable: _Optional[_Iterable[int]] = ..., inline: _Optional[_Iterable[int]] = ..., rdev: _Optional[_Mapping[int, int]] = ..., with_xattrs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FsStatReply(_message.Message):
     __slots__ = ("files", "directories", "symlinks", "capacity_bytes", "used_bytes", "live_datanodes", "blocksize", "held_bytes", "under_replicated_blocks", "missing_blocks", "corrupt_blocks")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from plasmafs.client import Client, SyncClient
+from plasmafs.core.attributes import FileKind
 from tests.conftest import DataCluster
 from tests.support.mounts import Mount, mounted
 
@@ -142,3 +143,26 @@ def test_lifetimes_of_zero_turn_read_ahead_off(inline_cluster: DataCluster, tmp_
     assert seen == _namespace(address, "/t")
     assert _grew(before, after, "walk") == 0
     assert _grew(before, after, "readdir") >= 1 + 3 + 6
+
+
+def test_what_a_walk_read_ahead_answers_is_whole(mount: Mount, inline_cluster: DataCluster) -> None:
+    """Extended attributes and device numbers come with a walk: a getxattr or stat
+    answered from what the walk read sees them as the namenode has them."""
+    address = inline_cluster.namenode.address
+    _build(address, "/t", tops=2, subs=2, files=2)
+    tty = os.makedev(4, 2)
+    with SyncClient(address) as fs:
+        fs.setxattr("/t/top1/sub1/f1", "user.color", b"blue")
+        fs.mknod("/t/top1/sub1/tty", FileKind.CHAR_DEVICE, 0o600, tty)
+        walked = {e.path: e.attr for e in fs.walk("/t")}
+    assert walked["top1/sub1/f1"].has_xattrs and not walked["top1/sub1/f0"].has_xattrs
+    assert walked["top1/sub1/tty"].rdev == tty
+    for _ in range(3):  # each round within the lifetime of what was read ahead
+        time.sleep(LIFETIME * 1.5)
+        before = _requests(address)
+        subprocess.run(["ls", "-lR", str(mount.path / "t")], check=True, capture_output=True)
+        sub = mount.path / "t" / "top1" / "sub1"
+        assert os.getxattr(sub / "f1", "user.color") == b"blue"
+        assert os.listxattr(sub / "f1") == ["user.color"]
+        assert os.lstat(sub / "tty").st_rdev == tty
+        assert _grew(before, _requests(address), "walk") >= 1
