@@ -420,7 +420,11 @@ def _mounted(mountpoint: Path, env: dict[str, str], workdir: Path, *options: str
             print("\n".join([f"mount log {log.name}:", *tail]), file=sys.stderr)
         raise
     finally:
-        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
+        unmounted = subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
+        if unmounted.returncode != 0:
+            # Busy (a program left inside it): detached now, so that removing the
+            # cluster's directory does not walk into the live mount.
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], check=False)
 
 
 def _disk_dir() -> str:

@@ -2,6 +2,7 @@
 mount of a throw-away local cluster that acts for the host's users (`-o callers`).
 
     python -m loadtests.pjdfstest_run --suite DIR [--only chmod,chown] [--update README.md]
+        [--commit SHA]
 
 pjdfstest is no package: build it outside the project from its repository
 (github.com/pjd/pjdfstest: `autoreconf -ifs && ./configure && make pjdfstest`, with
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,18 +43,23 @@ def run_file(test: Path, cwd: Path) -> tuple[int, int, list[int]]:
     """(passed, planned, failed subtest numbers) of one pjdfstest file run in `cwd`. As
     prove counts them, a subtest the suite marks TODO (a known difference of Linux from
     its reading of POSIX) passes whatever it says."""
+    # Its own session: a file that hangs (a blocking open of a FIFO) is ended with
+    # every process it started, or they would keep the mount busy and its unmount
+    # would fail.
+    test_run = subprocess.Popen(
+        ["/bin/sh", str(test)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            ["/bin/sh", str(test)],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=FILE_TIMEOUT,
-        )
-        out = done.stdout
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
+        out, _ = test_run.communicate(timeout=FILE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(test_run.pid, signal.SIGKILL)
+        out, _ = test_run.communicate()
     planned, passed, seen, failed = 0, 0, set(), []
     for line in out.splitlines():
         plan = _PLAN.match(line)
@@ -133,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", type=Path, required=True, help="a built pjdfstest checkout")
     parser.add_argument("--only", help="these test directories, comma-separated")
     parser.add_argument("--update", type=Path, help="rewrite this file's pjdfstest section")
+    parser.add_argument("--commit", help="the suite's commit, if DIR is not a git checkout")
     args = parser.parse_args(argv)
     suite = args.suite.resolve()
     if not (suite / "pjdfstest").is_file():
@@ -141,9 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("pjdfstest runs as root (it switches to other users itself)")
     if shutil.which("prove") is None and shutil.which("perl") is None:
         parser.error("pjdfstest's tests need perl")
-    commit = subprocess.run(
-        ["git", "-C", str(suite), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = (
+        args.commit
+        or subprocess.run(
+            ["git", "-C", str(suite), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     only = args.only.split(",") if args.only else None
     started = time.monotonic()
     with _callers_mount() as mountpoint:
