@@ -45,6 +45,7 @@ from plasmafs.mount.options import MountOptions
 from plasmafs.mount.parents import DirectoryParents, dot_entry
 from plasmafs.mount.readahead import ReadAhead
 from plasmafs.mount.writebehind import LeasedDir, WriteBehind
+from plasmafs.mount.xattr_free import WithoutXattrs
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ T = TypeVar("T")
 DIRECTORY_PAGE = 1024  # entries per namenode request while listing
 MAX_NAME = 255
 SET_ID = stat.S_ISUID | stat.S_ISGID
+SELINUX_LABEL = b"security.selinux"  # not kept on the mount (see _check_xattr_name)
 
 
 def answered(
@@ -166,6 +168,7 @@ class PlasmaOperations(pyfuse3.Operations):
         self._listings: dict[int, _Listing] = {}
         self._numbers = itertools.count(1)
         self.readahead = ReadAhead(fs, min(options.attr_timeout, options.entry_timeout))
+        self.without_xattrs = WithoutXattrs(options.attr_timeout)
         self.looked_up = looked_up.LookedUp()  # block lists for the opens after lookups
         # pyfuse3 reads this when the kernel connects (FUSE_INIT).
         self.enable_writeback_cache = options.writeback
@@ -280,6 +283,7 @@ class PlasmaOperations(pyfuse3.Operations):
             attr = replace(attr, size=writing.size)
         answer = entry(attr, self.options)
         answer.generation = generation
+        self.without_xattrs.saw(attr)
         return answer
 
     def _writing(self, inode: int) -> FileHandle | None:
@@ -982,10 +986,12 @@ class PlasmaOperations(pyfuse3.Operations):
         return await answer(self.fs.getxattr(inode, name))
 
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> Sequence[bytes]:
-        """The names of the extended attributes the caller may see."""
+        """The names of the extended attributes the caller may see (an SELinux label
+        set through the library is not one of them here)."""
         if self._known_without_xattrs(inode):
             return []
-        return [os.fsencode(n) for n in await answer(self.fs.listxattr(inode))]
+        names = [os.fsencode(n) for n in await answer(self.fs.listxattr(inode))]
+        return [n for n in names if n != SELINUX_LABEL]
 
     async def setxattr(
         self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext
@@ -1005,7 +1011,9 @@ class PlasmaOperations(pyfuse3.Operations):
         until now), and the attributes known here updated after it."""
         self._check_writable()
         await self._settle(inode)
+        self.without_xattrs.forget(inode)
         await self._changed(change())
+        self.without_xattrs.forget(inode)  # and what was answered while it was made
         new = await answer(self.fs.getattr(inode))
         for handle in self._handles_of(inode):
             handle.attr = new
@@ -1014,7 +1022,9 @@ class PlasmaOperations(pyfuse3.Operations):
     def _known_without_xattrs(self, inode: int) -> bool:
         """Whether this mount knows, fresh enough, that `inode` has no attributes."""
         known = self.behind.attr(inode) or self.readahead.attr(inode) or self._open_attr(inode)
-        return known is not None and not known.has_xattrs
+        if known is not None:
+            return not known.has_xattrs
+        return self.without_xattrs.known(inode)
 
     # --- the file system ------------------------------------------------------------------
 
@@ -1067,8 +1077,10 @@ async def _drop_kernel_copy(inode: int) -> None:
 
 def _check_xattr_name(name: bytes) -> None:
     """EOPNOTSUPP without a namenode request for a namespace plasmafs keeps none of
-    (ls -l asks for system.posix_acl_access)."""
-    if not name.startswith((b"user.", b"trusted.", b"security.")):
+    (ls -l asks for system.posix_acl_access), and for SELinux labels, which a mount
+    does not keep: `ls -l` asks every file for one, and stops asking a file system
+    that answers EOPNOTSUPP (SELinux labels FUSE mounts by mount options instead)."""
+    if name == SELINUX_LABEL or not name.startswith((b"user.", b"trusted.", b"security.")):
         raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
 
 

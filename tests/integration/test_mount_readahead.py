@@ -166,3 +166,27 @@ def test_what_a_walk_read_ahead_answers_is_whole(mount: Mount, inline_cluster: D
         assert os.listxattr(sub / "f1") == ["user.color"]
         assert os.lstat(sub / "tty").st_rdev == tty
         assert _grew(before, _requests(address), "walk") >= 1
+
+
+def test_ls_l_of_a_directory_asks_the_namenode_only_for_files_with_attributes(
+    mount: Mount, inline_cluster: DataCluster
+) -> None:
+    """`ls -l` asks each file for an extended attribute: answered from the attributes
+    the listing gave the kernel (one directory: no walk), except for the file that
+    has some."""
+    address = inline_cluster.namenode.address
+    with SyncClient(address) as fs:
+        fs.mkdir("/d")
+        for k in range(40):
+            fs.write_file(f"/d/f{k}", b"x")
+        fs.setxattr("/d/f7", "user.color", b"blue")
+    before = _requests(address)
+    listed = subprocess.run(["ls", "-l", str(mount.path / "d")], capture_output=True, text=True)
+    after = _requests(address)
+    assert listed.returncode == 0 and listed.stdout.count(" f") == 40, listed
+    assert _grew(before, after, "walk") == 0
+    assert _grew(before, after, "getxattr") <= 1, after
+    assert os.getxattr(mount.path / "d" / "f7", "user.color") == b"blue"
+    os.setxattr(mount.path / "d" / "f8", "user.new", b"made here")  # seen at once
+    assert os.getxattr(mount.path / "d" / "f8", "user.new") == b"made here"
+    assert os.listxattr(mount.path / "d" / "f8") == ["user.new"]

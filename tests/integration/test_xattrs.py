@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from plasmafs.client import Client
+from plasmafs.client import Client, SyncClient
 from plasmafs.client.xattr_ops import XATTR_CREATE, XATTR_REPLACE
 from plasmafs.core import xattrs
 from plasmafs.core.errors import (
@@ -194,10 +194,17 @@ def test_through_mounts(inline_cluster: DataCluster, tmp_path: Path) -> None:
         for name, code in (
             ("user.none", errno.ENODATA),
             ("system.posix_acl_access", errno.EOPNOTSUPP),
+            ("security.selinux", errno.EOPNOTSUPP),  # ls -l then stops asking
         ):
             with pytest.raises(OSError) as caught:
                 os.getxattr(d / "f", name)
             assert caught.value.errno == code
+        with pytest.raises(OSError) as caught:
+            os.setxattr(d / "f", "security.selinux", b"system_u:object_r:etc_t:s0")
+        assert caught.value.errno == errno.EOPNOTSUPP
+        with SyncClient(address) as fs:  # a label the library set: not one on the mount
+            fs.setxattr("/d/f", "security.selinux", b"system_u:object_r:etc_t:s0")
+        assert sorted(os.listxattr(d / "f")) == ["user.color"]
         os.removexattr(d / "f", "user.color")
         assert os.listxattr(b.path / "d" / "f") == []
         # ls -l asks every file for attributes: answered without the namenode
