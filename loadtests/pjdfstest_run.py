@@ -74,6 +74,7 @@ def run_file(test: Path, cwd: Path) -> tuple[int, int, list[int]]:
                 passed += 1
             else:
                 failed.append(number)
+                print(f"{test.parent.name}/{test.name}: {line}", file=sys.stderr)  # its reason
     failed += [n for n in range(1, planned + 1) if n not in seen]
     return passed, max(planned, passed + len(failed)), sorted(failed)
 
