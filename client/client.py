@@ -79,6 +79,7 @@ DEFAULT_FAILOVER_TIMEOUT = 30.0  # seconds a client of several namenodes waits f
 ROLE_TIMEOUT = 3.0  # seconds a namenode has to answer what its role is
 INODE_BATCH = 256  # inode numbers begin_with_inode reserves at a time
 RESIZE_ATTEMPTS = 5  # size changes decided again when the size changed meanwhile
+MAKEDIRS_LOCK_WAIT = 10.0  # seconds mkdir with parents waits for a name being made
 
 
 class Client(ClientXattrs, ClientLocks):
@@ -516,7 +517,11 @@ class Client(ClientXattrs, ClientLocks):
         if parents:
             if not isinstance(path, str):
                 raise InvalidArgumentError("parents=True takes a path")
-            return await self.run(lambda t: t.makedirs(path, mode))
+            # Creators of one tree at once (fsspec's put of many files, several mkdir
+            # -p) meet on its directories: a name another one is creating is waited
+            # for, not failed on, and then found made, as on a local disk.
+            wait = max(self.lock_wait, MAKEDIRS_LOCK_WAIT)
+            return await self.run(lambda t: t.makedirs(path, mode), lock_wait=wait)
         return await self._one_shot(lambda t: t.mkdir(path, mode))
 
     async def create(

@@ -337,6 +337,18 @@ async def test_makedirs_accepts_a_parent_another_transaction_made_meanwhile(fs: 
     assert await fs.listdir("/p") == ["q"]
 
 
+async def test_mkdir_with_parents_waits_for_a_parent_another_creator_holds(fs: Client) -> None:
+    """Creators of one tree at once (fsspec's put of many files into a new directory)
+    meet on its directories: as `mkdir -p` on a local disk, each succeeds."""
+    other = await fs.begin()
+    await other.mkdir("/p")  # not committed yet: it holds the name /p
+    made = asyncio.create_task(fs.mkdir("/p/q", parents=True))
+    await asyncio.sleep(0.5)  # longer than the retries of a conflict take
+    await other.commit()
+    assert (await made).kind is FileKind.DIRECTORY
+    assert await fs.listdir("/p") == ["q"]
+
+
 async def test_concurrent_makedirs_of_one_path_all_succeed(fs: Client) -> None:
     results = await asyncio.gather(
         *(fs.mkdir(f"/p/q/r/s{k % 2}", parents=True) for k in range(32)),
