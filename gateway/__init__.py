@@ -4,3 +4,5 @@ paths below them; every request is verified with AWS Signature Version 4 and mad
 the plasmafs user its access key belongs to. README's "S3 gateway" section says what
 maps to what and what is not supported.
 """
+
+import plasmafs.core  # noqa: F401  (chooses gRPC's transport before anything loads gRPC)

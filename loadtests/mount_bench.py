@@ -36,6 +36,7 @@ from loadtests.churn import run_churn
 from loadtests.harness import bench_cluster, update_benchmarks_md
 from loadtests.process_cpu import PROGRAMS, CpuMeter, pids_of
 from loadtests.tree_shapes import empty_files, tree_build, tree_build_depth_first
+from plasmafs.core import grpc_transport
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -394,12 +395,17 @@ def _commit_of(python: str) -> str:
 @contextmanager
 def _interpreter(python: str) -> Iterator[None]:
     """Start the cluster's daemons, the mount and the programs with `python` (each is
-    started as `sys.executable -m ...`) for the block."""
+    started as `sys.executable -m ...`) for the block, with the gRPC transport that
+    installation chooses itself (not the one this process chose and its children
+    would inherit)."""
     saved, sys.executable = sys.executable, python
+    experiments = os.environ.pop("GRPC_EXPERIMENTS", None) if grpc_transport.chosen_here else None
     try:
         yield
     finally:
         sys.executable = saved
+        if experiments is not None:
+            os.environ["GRPC_EXPERIMENTS"] = experiments
 
 
 @contextmanager

@@ -5,3 +5,5 @@ is 1 on both sides), so the mount keeps no table of its own and asks the namenod
 directory inode and name (`plasmafs.client.At`). Every request runs as the user of the
 mount's credential, and the namenode enforces the permissions.
 """
+
+import plasmafs.core  # noqa: F401  (chooses gRPC's transport before anything loads gRPC)
