@@ -121,7 +121,8 @@ def report(figures: dict[str, dict[str, list[float]]], calls: int, rounds: int) 
     for op in OPS:
         for k, measure_name in enumerate(("µs per request", "client CPU, µs", "namenode CPU, µs")):
             a, b = figures[default][op][k], figures[chosen][op][k]
-            lines.append(f"| {op} | {measure_name} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
+            ratio = f"{b / a:.2f}" if a > 0 else ""  # a short run may see no CPU tick
+            lines.append(f"| {op} | {measure_name} | {a:.0f} | {b:.0f} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

@@ -246,16 +246,18 @@ def test_sqlite_wal_on_a_second_host_is_refused(
 ) -> None:
     """A WAL index cannot be shared between hosts: a connection on a second mount gets
     "disk I/O error" (the mapping is refused), the first host's go on, nothing is
-    lost."""
+    lost. (While the refused connection still holds its lock on the index, a new
+    connection on the first host is refused too, as README says: the first host's
+    worker starts once the second host's attempt has ended.)"""
     address = inline_cluster.namenode.address
     with mounted(address, tmp_path / "a") as a, mounted(address, tmp_path / "b") as b:
         new_counter_db(a.path / "t.db", "wal")
         holder = sqlite3.connect(a.path / "t.db", isolation_level=None)
         holder.execute("SELECT n FROM counter").fetchone()  # the WAL index in use here
-        first = sqlite_worker(a.path / "t.db", 40, "a")
         second = sqlite_worker(b.path / "t.db", 40, "b")
         _, err = second.communicate(timeout=300)
         assert second.returncode != 0 and "disk I/O error" in err, err
+        first = sqlite_worker(a.path / "t.db", 40, "a")
         _, err = first.communicate(timeout=300)
         assert first.returncode == 0, err
         holder.close()
