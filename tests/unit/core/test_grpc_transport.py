@@ -45,6 +45,6 @@ def test_a_choice_the_user_made_stands() -> None:
     assert chosen == repr("-event_engine_dns")
 
 
-def test_the_installed_grpc_release_is_read_without_importing_it() -> None:
+def test_the_installed_grpc_release_is_read_from_its_version_file() -> None:
     major, minor = (int(part) for part in grpc.__version__.split(".")[:2])
     assert grpc_transport._grpc_release() == (major, minor)
