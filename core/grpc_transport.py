@@ -33,10 +33,15 @@ def choose_transport() -> None:
     global chosen_here
     if "GRPC_EXPERIMENTS" in os.environ:
         return
-    release = _grpc_release()
-    if release is not None and release[0] == 1 and release[1] in KNOWN_RELEASES:
+    if release_checked():
         os.environ["GRPC_EXPERIMENTS"] = POLL_TRANSPORT
         chosen_here = True
+
+
+def release_checked() -> bool:
+    """True if the installed gRPC is a release known to have both switches."""
+    release = _grpc_release()
+    return release is not None and release[0] == 1 and release[1] in KNOWN_RELEASES
 
 
 def _grpc_release() -> tuple[int, int] | None:

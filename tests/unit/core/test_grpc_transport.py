@@ -31,11 +31,9 @@ def _experiments_after_import(module: str, **env: str) -> str:
     "module", ["plasmafs.client", "plasmafs.namenode.__main__", "plasmafs.mount.operations"]
 )
 def test_importing_plasmafs_chooses_the_poll_transport(module: str) -> None:
-    release = grpc_transport._grpc_release()
-    assert release is not None
+    assert grpc_transport._grpc_release() is not None
     # A gRPC release not checked yet keeps its default (see KNOWN_RELEASES).
-    checked = release[0] == 1 and release[1] in grpc_transport.KNOWN_RELEASES
-    expected = grpc_transport.POLL_TRANSPORT if checked else None
+    expected = grpc_transport.POLL_TRANSPORT if grpc_transport.release_checked() else None
     assert _experiments_after_import(module) == repr(expected)
 
 
